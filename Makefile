@@ -1,0 +1,31 @@
+# Two entry points: `make demo` (whole pipeline, tiny preset) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint format clean-runs
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# torch first, pinned, so pip takes the local CPU wheel instead of a multi-GB CUDA build;
+# DeepSpeed's sdist imports torch in setup.py, so it builds without isolation.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q setuptools wheel ninja
+	$(BIN)/pip install -q --no-build-isolation "deepspeed>=0.16"
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/lmforge run preset=tiny
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format . && $(BIN)/ruff check --fix .

@@ -1,0 +1,109 @@
+"""Running one stage inside a Ray worker: temporary directory, stage function, atomic commit.
+
+The driver creates the stage's MLflow run; this code writes to it and sets its final status
+(FINISHED or FAILED) itself, so a stage that raised never shows as finished.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lmforge.pipeline.stage import StageContext, registered_stages
+from lmforge.pipeline.store import MANIFEST, ArtifactStore
+from lmforge.pipeline.tracking import RunTracker
+
+STAGES_PACKAGE = "lmforge.pipeline.stages"
+
+
+@dataclass(slots=True)
+class StageTask:
+    """Everything a worker needs to run one stage (picklable)."""
+
+    stage: str
+    key: str
+    version: str
+    sections: dict[str, Any]
+    typed_config: Any
+    input_keys: dict[str, str]
+    input_dirs: dict[str, str]
+    workdir: str
+    store_root: str
+    tracking_uri: str
+    mlflow_run_id: str
+
+
+def load_stages() -> dict:
+    """Import the stage modules (they register themselves) and return the registry."""
+    importlib.import_module(STAGES_PACKAGE)
+    return registered_stages()
+
+
+def execute_stage(task: StageTask) -> dict[str, Any]:
+    """Run the stage, commit its artifact, finish its MLflow run; returns artifact and summary."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    spec = load_stages()[task.stage]
+    store = ArtifactStore(task.store_root)
+    tracker = RunTracker(task.tracking_uri, task.mlflow_run_id)
+    tmp = store.begin(task.stage, task.key)
+    started = time.time()
+    try:
+        input_manifests = {
+            name: json.loads((Path(path) / MANIFEST).read_text(encoding="utf-8"))
+            for name, path in task.input_dirs.items()
+        }
+        ctx = StageContext(
+            stage=task.stage,
+            config=task.typed_config,
+            inputs={name: Path(path) for name, path in task.input_dirs.items()},
+            input_manifests=input_manifests,
+            out_dir=tmp,
+            tracker=tracker,
+            workdir=Path(task.workdir),
+            key=task.key,
+            mlflow_run_id=task.mlflow_run_id,
+            tracking_uri=task.tracking_uri,
+        )
+        summary = spec.fn(ctx) or {}
+        finished = time.time()
+        manifest = {
+            "stage": task.stage,
+            "key": task.key,
+            "version": task.version,
+            "config": task.sections,
+            "inputs": {
+                name: {"key": task.input_keys[name], "path": task.input_dirs[name]}
+                for name in task.input_dirs
+            },
+            "summary": summary,
+            "mlflow_run_id": task.mlflow_run_id,
+            "started_at": started,
+            "finished_at": finished,
+            "duration_s": round(finished - started, 3),
+        }
+        final = store.commit(tmp, task.stage, task.key, manifest)
+        numeric = {
+            k: v
+            for k, v in summary.items()
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        }
+        tracker.log_metrics(numeric)
+        tracker.log_artifact(final / MANIFEST)
+        tracker.terminate("FINISHED")
+        return {"artifact": str(final), "summary": summary, "duration_s": finished - started}
+    except BaseException as exc:
+        store.abort(tmp)
+        try:
+            tracker.set_tags({"lmforge.error": f"{type(exc).__name__}: {exc}"[:5000]})
+            tracker.terminate("FAILED")
+        except Exception:  # the original failure matters more than a tracking hiccup
+            logging.getLogger(__name__).warning(
+                "could not mark run FAILED:\n%s", traceback.format_exc()
+            )
+        raise

@@ -1,0 +1,39 @@
+"""Starting or attaching to Ray: a local runtime by default, a cluster with an address."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from lmforge.pipeline.errors import LmforgeError
+
+
+def ensure_ray(address: str | None, num_cpus: int | None = None) -> None:
+    """Initialise Ray once per process; an unreachable address is one clear error."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    kwargs: dict = {"logging_level": logging.WARNING, "log_to_driver": True}
+    if address:
+        kwargs["address"] = address
+    else:
+        kwargs.update(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False)
+    try:
+        ray.init(**kwargs)
+    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+        where = address or "a local runtime"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise LmforgeError(
+            f"cannot connect to Ray at {where}: {first[:200]}; check --ray-address "
+            "(or cluster.ray_address) and that the cluster is up (`ray status`)"
+        ) from exc
+
+
+def shutdown_ray() -> None:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()

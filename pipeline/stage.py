@@ -1,0 +1,97 @@
+"""The stage contract (DESIGN.md): a declared function from a context to a summary dict.
+
+A stage module under `pipeline/stages/` declares itself with `@stage(...)`; the engine owns Ray,
+MLflow, the temporary directory, the atomic commit, the manifest and the cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class Tracker(Protocol):
+    """What a stage may record in its MLflow run."""
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None: ...
+    def log_params(self, params: Mapping[str, Any]) -> None: ...
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None: ...
+    def set_tags(self, tags: Mapping[str, str]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StageSpec:
+    """A stage's declaration: what it reads, what it needs, how its config is typed."""
+
+    name: str
+    fn: Callable[[StageContext], dict]
+    inputs: tuple[str, ...]
+    config_sections: tuple[str, ...]
+    """Dotted paths into the config tree that this stage reads (and its cache key covers)."""
+    parse_config: Callable[[dict[str, Any]], Any]
+    """Turns {section: mapping} into the stage's typed config; raises ValueError naming a key."""
+    version: str
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+
+
+@dataclass(slots=True)
+class StageContext:
+    """What a running stage gets: typed config, read-only inputs, an empty output directory."""
+
+    stage: str
+    config: Any
+    inputs: dict[str, Path]
+    """Artifact directory of each upstream stage (read-only)."""
+    input_manifests: dict[str, dict]
+    out_dir: Path
+    tracker: Tracker
+    workdir: Path
+    key: str
+    mlflow_run_id: str | None = None
+    tracking_uri: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def input(self, name: str) -> Path:
+        """The artifact directory of upstream stage `name`."""
+        if name not in self.inputs:
+            raise KeyError(f"stage {self.stage!r} did not declare input {name!r}")
+        return self.inputs[name]
+
+
+_REGISTRY: dict[str, StageSpec] = {}
+
+
+def stage(
+    *,
+    name: str,
+    inputs: tuple[str, ...] = (),
+    config: tuple[str, ...] = (),
+    parse_config: Callable[[dict[str, Any]], Any] | None = None,
+    version: str = "1",
+    num_cpus: float = 1.0,
+    num_gpus: float = 0.0,
+) -> Callable[[Callable[[StageContext], dict]], Callable[[StageContext], dict]]:
+    """Declare a stage function and register it under `name`."""
+
+    def register(fn: Callable[[StageContext], dict]) -> Callable[[StageContext], dict]:
+        _REGISTRY[name] = StageSpec(
+            name=name,
+            fn=fn,
+            inputs=tuple(inputs),
+            config_sections=tuple(config),
+            parse_config=parse_config or (lambda sections: sections),
+            version=version,
+            num_cpus=num_cpus,
+            num_gpus=num_gpus,
+        )
+        return fn
+
+    return register
+
+
+def registered_stages() -> dict[str, StageSpec]:
+    """All stages declared so far, by name."""
+    return dict(_REGISTRY)

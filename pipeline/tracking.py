@@ -1,0 +1,168 @@
+"""MLflow lineage: one parent run per pipeline run, one nested child run per stage.
+
+Everything goes through `MlflowClient` with explicit run ids (no fluent global state), so stage
+runs created by the driver can be written to from Ray workers, and statuses are always set by us:
+MLflow itself marks a crashed run FINISHED and leaves a killed one RUNNING.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lmforge.pipeline.errors import LmforgeError
+
+log = logging.getLogger(__name__)
+
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+SECRET_MARKERS = ("token", "password", "secret", "key")
+SECRET_EXEMPT = {"cache_key", "key"}
+
+
+def resolve_tracking_uri(workdir: Path, configured: str | None) -> str:
+    """MLFLOW_TRACKING_URI, else the configured URI, else a sqlite file under the workdir."""
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env
+    if configured:
+        return configured
+    return f"sqlite:///{(workdir / 'mlflow.db').resolve()}"
+
+
+def default_artifact_location(workdir: Path, tracking_uri: str) -> str | None:
+    """Artifacts beside a local sqlite store; a server decides for itself."""
+    if tracking_uri.startswith("sqlite:") or tracking_uri.startswith("file:"):
+        return (workdir / "mlartifacts").resolve().as_uri()
+    return None
+
+
+def client(tracking_uri: str):
+    """An MlflowClient for `tracking_uri` (imported lazily: mlflow is slow to import)."""
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+def ensure_experiment(mlflow_client, name: str, artifact_location: str | None) -> str:
+    """The experiment's id, created with the tag that opens the MLflow 3 UI on training runs."""
+    try:
+        experiment = mlflow_client.get_experiment_by_name(name)
+        if experiment is None:
+            experiment_id = mlflow_client.create_experiment(
+                name,
+                artifact_location=artifact_location,
+                tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+            )
+        else:
+            experiment_id = experiment.experiment_id
+            if experiment.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+                mlflow_client.set_experiment_tag(
+                    experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND
+                )
+    except Exception as exc:  # any transport or store error: name the URI and what to do
+        uri = mlflow_client.tracking_uri
+        raise LmforgeError(
+            f"cannot reach the MLflow tracking store at {uri}: {type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:200]}; check MLFLOW_TRACKING_URI / cluster.tracking_uri"
+        ) from exc
+    return experiment_id
+
+
+def redact(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Flatten nested params to dotted keys; values of secret-looking keys become '***'."""
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+            return
+        leaf = prefix.rsplit(".", 1)[-1].lower()
+        secret = leaf not in SECRET_EXEMPT and any(m in leaf for m in SECRET_MARKERS)
+        flat[prefix] = "***" if secret else value
+
+    walk("", params)
+    return flat
+
+
+def mark_stale_runs_killed(mlflow_client, experiment_id: str) -> int:
+    """Runs left RUNNING by an interrupted invocation become KILLED; returns how many.
+
+    Only called while holding the workdir lock, so no other pipeline of this workdir is live.
+    """
+    from mlflow.entities import ViewType
+
+    stale = mlflow_client.search_runs(
+        [experiment_id],
+        filter_string="attributes.status = 'RUNNING'",
+        run_view_type=ViewType.ACTIVE_ONLY,
+        max_results=1000,
+    )
+    for run in stale:
+        mlflow_client.set_terminated(run.info.run_id, status="KILLED")
+    return len(stale)
+
+
+class RunTracker:
+    """The stage's view of its MLflow run (implements `pipeline.stage.Tracker`)."""
+
+    def __init__(self, tracking_uri: str, run_id: str) -> None:
+        self.tracking_uri = tracking_uri
+        self.run_id = run_id
+        self._client = client(tracking_uri)
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        batch = [
+            Metric(key=k, value=float(v), timestamp=now, step=step or 0)
+            for k, v in metrics.items()
+            if v is not None
+        ]
+        if batch:
+            self._client.log_batch(self.run_id, metrics=batch)
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        flat = redact(params)
+        batch = [Param(k, str(v)[:6000]) for k, v in flat.items()]
+        for start in range(0, len(batch), 100):
+            self._client.log_batch(self.run_id, params=batch[start : start + 100])
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        path = Path(path)
+        if path.is_dir():
+            self._client.log_artifacts(self.run_id, str(path), artifact_path)
+        else:
+            self._client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        for k, v in tags.items():
+            self._client.set_tag(self.run_id, k, str(v))
+
+    def terminate(self, status: str) -> None:
+        """Set the run's final status: FINISHED, FAILED or KILLED."""
+        self._client.set_terminated(self.run_id, status=status)
+
+    def log_dataset(self, path: Path, name: str, digest: str, context: str) -> None:
+        """Record a dataset (e.g. the cleaned Parquet split) as an input of this run."""
+        from mlflow.data.meta_dataset import MetaDataset
+        from mlflow.data.sources import LocalArtifactDatasetSource
+        from mlflow.entities import DatasetInput, InputTag
+
+        dataset = MetaDataset(
+            source=LocalArtifactDatasetSource(str(path)), name=name, digest=digest[:36]
+        )
+        entity = DatasetInput(
+            dataset=dataset._to_mlflow_entity(),
+            tags=[InputTag(key="mlflow.data.context", value=context)],
+        )
+        self._client.log_inputs(self.run_id, datasets=[entity])
