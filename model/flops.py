@@ -1,0 +1,43 @@
+"""Training compute per token and model FLOPs utilisation (MFU), from the config alone."""
+
+from __future__ import annotations
+
+from lmforge.model.config import ModelConfig
+
+
+def non_embedding_parameters(cfg: ModelConfig) -> int:
+    """Kaplan's N: every parameter except token/position embeddings (and an untied LM head).
+
+    Per block: 4 d^2 (Q, K, V, W^O) + 2 d d_ff (FFN) matmul weights, plus biases (3d + d + d_ff
+    + d) and two LayerNorms (2d each, d without offsets); pre-norm adds one final LayerNorm.
+    With d_ff = 4d and biases ignored this is 12 n_layer d^2 (B10). Equals GPT.num_parameters().
+    """
+    d, d_ff = cfg.d_model, cfg.d_ff
+    matmul = 4 * d * d + 2 * d * d_ff
+    biases = (3 * d + d + d_ff + d) if cfg.bias else 0
+    layer_norm = 2 * d if cfg.bias else d
+    per_block = matmul + biases + 2 * layer_norm
+    final_norm = layer_norm if cfg.norm == "pre" else 0
+    return cfg.n_layer * per_block + final_norm
+
+
+def flops_per_token(cfg: ModelConfig) -> float:
+    """FLOPs of one training step (forward + backward) per token at full context:
+
+        C = 6 N + 12 n_layer d_model T
+
+    N = non_embedding_parameters(cfg): each weight does one multiply-add (2 FLOPs) per token in
+    the forward pass and twice that in the backward pass, 6 N in all. The second term is the
+    attention scores and weighted sum (Q K^T and A V: 2 * 2 * T * d per layer forward, times 3 for
+    forward + backward) at context T = block_size, as in PaLM (Chowdhery et al. 2022, appendix B)
+    and Chinchilla (Hoffmann et al. 2022, appendix F). The LM head matmul is not in N, so a
+    large-vocabulary small model does more real work than this counts.
+    """
+    return 6.0 * non_embedding_parameters(cfg) + 12.0 * cfg.n_layer * cfg.d_model * cfg.block_size
+
+
+def mfu(tokens_per_s: float, cfg: ModelConfig, peak_flops: float) -> float:
+    """Model FLOPs utilisation: achieved training FLOP/s over the hardware's peak FLOP/s."""
+    if peak_flops <= 0:
+        raise ValueError(f"peak_flops must be > 0, got {peak_flops!r}")
+    return tokens_per_s * flops_per_token(cfg) / peak_flops

@@ -1,0 +1,73 @@
+"""Total negative log-likelihood of a long token sequence under the model, for perplexity.
+
+The sequence is scored in windows of up to `block_size` tokens that start `stride` tokens apart.
+Every token after the first is predicted exactly once: in the first window that reaches it, so
+with stride < block_size each prediction (after the first window) sees at least
+block_size - stride tokens of context. Perplexity = exp(total_nll / count) (F1).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from lmforge.model.gpt import GPT
+from torch import Tensor
+
+
+def sliding_windows(n_tokens: int, block_size: int, stride: int) -> list[tuple[int, int, int]]:
+    """(begin, end, done) per window: inputs ids[begin:end], targets ids[begin+1:end+1], of which
+    targets at ids index <= done were already scored by an earlier window."""
+    if not 1 <= stride <= block_size:
+        raise ValueError(f"stride must be in [1, block_size={block_size}], got {stride}")
+    windows, begin, done = [], 0, 0
+    while done < n_tokens - 1:
+        end = min(begin + block_size, n_tokens - 1)
+        windows.append((begin, end, done))
+        done = end
+        begin += stride
+    return windows
+
+
+@torch.no_grad()
+def token_nll(
+    model: GPT, ids: Tensor, block_size: int, stride: int, *, batch_size: int = 8
+) -> tuple[float, int]:
+    """(sum of -ln p(token | context), number of predicted tokens) over a 1-D id sequence.
+
+    block_size may not exceed the model's; windows of equal length run `batch_size` at a time.
+    """
+    if ids.dim() != 1:
+        raise ValueError(f"token_nll expects a 1-D id tensor, got shape {tuple(ids.shape)}")
+    if block_size > model.config.block_size:
+        raise ValueError(
+            f"block_size={block_size} exceeds the model's block_size={model.config.block_size}"
+        )
+    device = model.wte.weight.device
+    ids = ids.to(device=device, dtype=torch.long)
+    windows = sliding_windows(ids.numel(), block_size, stride)
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    try:
+        by_length: dict[int, list[tuple[int, int, int]]] = {}
+        for window in windows:
+            by_length.setdefault(window[1] - window[0], []).append(window)
+        for group in by_length.values():
+            for i in range(0, len(group), batch_size):
+                nll, n = _score_batch(model, ids, group[i : i + batch_size])
+                total, count = total + nll, count + n
+    finally:
+        model.train(was_training)
+    return total, count
+
+
+def _score_batch(model: GPT, ids: Tensor, windows: list[tuple[int, int, int]]) -> tuple[float, int]:
+    inputs = torch.stack([ids[begin:end] for begin, end, _ in windows])
+    targets = torch.stack([ids[begin + 1 : end + 1] for begin, end, _ in windows]).clone()
+    for row, (begin, _end, done) in enumerate(windows):
+        targets[row, : max(done - begin, 0)] = -100  # already scored by an earlier window
+    logits, _ = model(inputs)
+    nll = F.cross_entropy(
+        logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100, reduction="sum"
+    )
+    return float(nll), int((targets != -100).sum())

@@ -1,0 +1,67 @@
+"""Model weights as safetensors, and a model directory (weights + config.json) that rebuilds a GPT.
+
+A tied LM head is one tensor, so it is stored once (as `wte.weight`) and re-tied on load.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lmforge.model.config import ModelConfig
+from lmforge.model.gpt import GPT
+from safetensors.torch import load_file, save_file
+
+WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+TIED_KEY = "lm_head.weight"
+
+
+def save_weights(model: GPT, path: str | Path) -> Path:
+    """Write the model's parameters (not the fixed sinusoidal table) to a safetensors file."""
+    state = {name: t.detach().contiguous() for name, t in model.state_dict().items()}
+    if model.config.tie_weights:
+        state.pop(TIED_KEY, None)
+    path = Path(path)
+    save_file(state, str(path), metadata={"format": "pt"})
+    return path
+
+
+def load_weights(model: GPT, path: str | Path, strict: bool = True) -> GPT:
+    """Load a safetensors file written by `save_weights` into `model` (in place; returns it).
+
+    strict: every parameter must be present and no extra key may appear.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no weights file at {path}")
+    state = load_file(str(path), device=str(model.wte.weight.device))
+    result = model.load_state_dict(state, strict=False)
+    missing = [k for k in result.missing_keys if not (model.config.tie_weights and k == TIED_KEY)]
+    if strict and (missing or result.unexpected_keys):
+        raise ValueError(
+            f"{path} does not match the model: missing {missing}, "
+            f"unexpected {result.unexpected_keys}; was it saved from a model with this config?"
+        )
+    return model
+
+
+def save_model_dir(model: GPT, out_dir: str | Path) -> Path:
+    """Write `model.safetensors` and `config.json` (the ModelConfig) into out_dir."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_weights(model, out_dir / WEIGHTS_FILE)
+    (out_dir / CONFIG_FILE).write_text(json.dumps(model.config.to_dict(), indent=2) + "\n")
+    return out_dir
+
+
+def load_model_dir(model_dir: str | Path) -> GPT:
+    """Rebuild the GPT saved by `save_model_dir` (on CPU, in eval mode)."""
+    model_dir = Path(model_dir)
+    config_path = model_dir / CONFIG_FILE
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{config_path} is missing; is {model_dir} a model directory?")
+    cfg = ModelConfig.from_dict(json.loads(config_path.read_text()))
+    model = GPT(cfg)
+    load_weights(model, model_dir / WEIGHTS_FILE)
+    return model.eval()
