@@ -36,13 +36,23 @@ def load_weights(model: GPT, path: str | Path, strict: bool = True) -> GPT:
     if not path.is_file():
         raise FileNotFoundError(f"no weights file at {path}")
     state = load_file(str(path), device=str(model.wte.weight.device))
-    result = model.load_state_dict(state, strict=False)
-    missing = [k for k in result.missing_keys if not (model.config.tie_weights and k == TIED_KEY)]
-    if strict and (missing or result.unexpected_keys):
+    expected = {k: v.shape for k, v in model.state_dict().items()}
+    if model.config.tie_weights:
+        expected.pop(TIED_KEY, None)
+        state.pop(TIED_KEY, None)
+    wrong_shape = {
+        k: (tuple(v.shape), tuple(expected[k]))
+        for k, v in state.items()
+        if k in expected and v.shape != expected[k]
+    }
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if wrong_shape or (strict and (missing or unexpected)):
         raise ValueError(
-            f"{path} does not match the model: missing {missing}, "
-            f"unexpected {result.unexpected_keys}; was it saved from a model with this config?"
+            f"{path} does not match the model: missing {missing}, unexpected {unexpected}, "
+            f"shape (file, model) {wrong_shape}; was it saved from a model with this config?"
         )
+    model.load_state_dict({k: v for k, v in state.items() if k in expected}, strict=False)
     return model
 
 
