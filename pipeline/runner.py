@@ -219,7 +219,8 @@ class _Driver:
             result = ray.get(ref)
         except Exception as exc:  # RayTaskError wraps the stage's exception; keep its cause
             cause = getattr(exc, "cause", None) or exc
-            message = f"{type(cause).__name__}: {str(cause).strip().splitlines()[-1] if str(cause).strip() else ''}"
+            text = str(cause).strip()
+            message = f"{type(cause).__name__}: {text.splitlines()[-1] if text else ''}"
             run_id = self.record.stage(name).mlflow_run_id
             if run_id and self.mlflow.get_run(run_id).info.status == "RUNNING":
                 self.mlflow.set_terminated(run_id, status="FAILED")

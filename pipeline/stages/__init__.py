@@ -1,0 +1,12 @@
+"""The stages of the DAG, one module each; importing this package registers them all."""
+
+from lmforge.pipeline.stages import (  # noqa: F401 - imported for registration
+    clean,
+    harm,
+    perplexity,
+    pretrain,
+    report,
+    sample,
+    tokenize,
+    train_tokenizer,
+)

@@ -1,0 +1,104 @@
+"""The `lmforge` command line (see README.md).
+
+lmforge run [--until STAGE] [preset=tiny] [workdir=DIR] [key=value ...]
+lmforge rerun STAGE [--downstream] [key=value ...]
+lmforge status [--json] [--run ID]
+lmforge dag | ui | sample "PROMPT" | tokenize-text "TEXT"
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from lmforge.pipeline.errors import LmforgeError
+
+log = logging.getLogger("lmforge")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lmforge", description="Raw text to an evaluated LM.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def with_overrides(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("overrides", nargs="*", help="config overrides, key=value")
+        p.add_argument("--ray-address", help="attach to a Ray cluster (auto, ray://HOST:10001)")
+        return p
+
+    run = with_overrides(sub.add_parser("run", help="run the pipeline, reusing cached stages"))
+    run.add_argument("--until", metavar="STAGE", help="stop after STAGE")
+    rerun = sub.add_parser("rerun", help="recompute STAGE even if cached")
+    rerun.add_argument("stage")
+    with_overrides(rerun)
+    rerun.add_argument("--downstream", action="store_true", help="also recompute its descendants")
+    status = with_overrides(sub.add_parser("status", help="state of the latest pipeline run"))
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--run", default="latest", help="pipeline run id (default: latest)")
+    with_overrides(sub.add_parser("dag", help="print the DAG"))
+    ui = with_overrides(sub.add_parser("ui", help="MLflow UI on this workdir's tracking store"))
+    ui.add_argument("--port", type=int, default=5000)
+    sample = with_overrides(sub.add_parser("sample", help="continue a prompt with a trained model"))
+    sample.add_argument("prompt")
+    sample.add_argument("--run", default="latest", help="pipeline run id (default: latest)")
+    sample.add_argument("--top-p", type=float, default=0.9)
+    sample.add_argument("--top-k", type=int, default=0)
+    sample.add_argument("--temperature", type=float, default=0.8)
+    sample.add_argument("--max-new-tokens", type=int, default=64)
+    sample.add_argument("--greedy", action="store_true")
+    sample.add_argument("--seed", type=int, default=0)
+    tok = with_overrides(sub.add_parser("tokenize-text", help="show the tokens of a string"))
+    tok.add_argument("text")
+    tok.add_argument("--run", default="latest", help="pipeline run id (default: latest)")
+    return parser
+
+
+def _config(args: argparse.Namespace) -> dict:
+    from lmforge.pipeline.config import compose
+
+    config = compose(args.overrides)
+    if getattr(args, "ray_address", None):
+        config["cluster"]["ray_address"] = args.ray_address
+    return config
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        return _dispatch(args)
+    except LmforgeError as exc:
+        print(f"lmforge: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(
+            "lmforge: interrupted; completed stages and checkpoints are kept: "
+            "`lmforge run` resumes",
+            file=sys.stderr,
+        )
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from lmforge.pipeline import commands
+
+    config = _config(args)
+    handlers = {
+        "run": commands.run,
+        "rerun": commands.rerun,
+        "status": commands.status,
+        "dag": commands.dag,
+        "ui": commands.ui,
+        "sample": commands.sample,
+        "tokenize-text": commands.tokenize_text,
+    }
+    return handlers[args.command](args, config)
+
+
+def workdir_of(config: dict) -> Path:
+    return Path(config["workdir"]).expanduser().resolve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

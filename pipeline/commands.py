@@ -1,0 +1,122 @@
+"""What each `lmforge` command does, given parsed arguments and the composed config."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lmforge.pipeline.errors import LmforgeError
+from lmforge.pipeline.records import PipelineRecord, RecordBook
+from lmforge.pipeline.runner import RunRequest, run_pipeline
+from lmforge.pipeline.status import status_json, status_table
+from lmforge.pipeline.tracking import resolve_tracking_uri
+from lmforge.pipeline.workdir import Workdir
+
+
+def _workdir(config: dict) -> Workdir:
+    return Workdir(Path(config["workdir"]).expanduser().resolve())
+
+
+def _finish(record: PipelineRecord, workdir: Workdir, config: dict) -> int:
+    print()
+    print(status_table(record))
+    report = next((s for s in record.stages if s.stage == "report" and s.artifact), None)
+    if report:
+        print(f"\nmodel card: {report.artifact}/model_card.md")
+    uri = resolve_tracking_uri(workdir.root, config["cluster"].get("tracking_uri"))
+    print(f"results: {workdir.store}")
+    print(f"MLflow: {uri}   (open the UI with: lmforge ui workdir={workdir.root})")
+    return 0
+
+
+def run(args: argparse.Namespace, config: dict) -> int:
+    record = run_pipeline(RunRequest(config=config, command="run", until=args.until))
+    return _finish(record, _workdir(config), config)
+
+
+def rerun(args: argparse.Namespace, config: dict) -> int:
+    request = RunRequest(
+        config=config, command=f"rerun {args.stage}", rerun=args.stage, downstream=args.downstream
+    )
+    return _finish(run_pipeline(request), _workdir(config), config)
+
+
+def _record(config: dict, run_id: str) -> PipelineRecord:
+    book = RecordBook(_workdir(config).records)
+    if run_id == "latest":
+        record = book.latest()
+        if record is None:
+            raise LmforgeError(
+                f"no pipeline run in {_workdir(config).root} yet; start one with `lmforge run`"
+            )
+        return record
+    try:
+        return book.load(run_id)
+    except FileNotFoundError as exc:
+        raise LmforgeError(str(exc)) from exc
+
+
+def status(args: argparse.Namespace, config: dict) -> int:
+    record = _record(config, args.run)
+    print(status_json(record) if args.json else status_table(record))
+    return 0
+
+
+def dag(args: argparse.Namespace, config: dict) -> int:
+    from lmforge.pipeline.dag import Dag
+    from lmforge.pipeline.execute import load_stages
+
+    print(Dag(load_stages()).describe())
+    return 0
+
+
+def ui(args: argparse.Namespace, config: dict) -> int:
+    workdir = _workdir(config)
+    uri = resolve_tracking_uri(workdir.root, config["cluster"].get("tracking_uri"))
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri]
+    command += ["--host", "127.0.0.1", "--port", str(args.port)]
+    if uri.startswith("sqlite:"):
+        command += ["--default-artifact-root", (workdir.root / "mlartifacts").as_uri()]
+    print(f"MLflow UI on http://127.0.0.1:{args.port} (Ctrl-C to stop)")
+    return subprocess.call(command, env=dict(os.environ))
+
+
+def _artifact(config: dict, run_id: str, stage: str) -> Path:
+    record = _record(config, run_id)
+    for entry in record.stages:
+        if entry.stage == stage and entry.artifact and entry.state in ("ran", "cached"):
+            return Path(entry.artifact)
+    raise LmforgeError(
+        f"pipeline run {record.run_id} has no {stage} artifact; run `lmforge run` first"
+    )
+
+
+def sample(args: argparse.Namespace, config: dict) -> int:
+    from lmforge.model.generate import SamplingConfig
+    from lmforge.pipeline.stages.trained_model import TrainedModel
+
+    trained = TrainedModel(
+        _artifact(config, args.run, "pretrain"), _artifact(config, args.run, "train_tokenizer")
+    )
+    sampling = SamplingConfig(
+        max_new_tokens=args.max_new_tokens,
+        greedy=args.greedy,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+    )
+    print(args.prompt + trained.complete([args.prompt], sampling)[0])
+    return 0
+
+
+def tokenize_text(args: argparse.Namespace, config: dict) -> int:
+    from lmforge.tokenizer.describe import describe_tokens, format_tokens
+    from lmforge.tokenizer.io import load_tokenizer
+
+    tok = load_tokenizer(_artifact(config, args.run, "train_tokenizer"))
+    print(format_tokens(describe_tokens(tok, args.text)))
+    return 0

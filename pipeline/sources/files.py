@@ -1,0 +1,138 @@
+"""Reading documents from the user's files: text, JSONL/JSON, Parquet, `datasets` datasets.
+
+Everything streams (a corpus never has to fit in memory). Every document gets a stable id
+(`<file>#<line or row>` unless the record has its own id), its source and its metadata. A file that
+cannot be read raises `SourceError` naming the file and the cause.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from lmforge.pipeline.errors import LmforgeError
+from lmforge.pipeline.filters.document import Document
+
+TEXT_SUFFIXES = {".txt", ".md", ".text"}
+JSON_SUFFIXES = {".jsonl", ".json", ".ndjson"}
+PARQUET_SUFFIXES = {".parquet"}
+HF_PREFIX = "hf:"
+
+
+class SourceError(LmforgeError):
+    """A source file is missing, unreadable or corrupt."""
+
+
+def expand_paths(patterns: list[str]) -> list[str]:
+    """Globs expanded and sorted; `hf:` dataset references kept as they are."""
+    found: list[str] = []
+    for pattern in patterns:
+        if pattern.startswith(HF_PREFIX):
+            found.append(pattern)
+            continue
+        matches = sorted(glob.glob(str(Path(pattern).expanduser()), recursive=True))
+        if not matches:
+            raise SourceError(f"data path {pattern!r} matches no file; check data.paths")
+        for match in matches:
+            path = Path(match)
+            if path.is_dir():
+                found.extend(str(p) for p in sorted(path.rglob("*")) if p.is_file())
+            else:
+                found.append(str(path))
+    return found
+
+
+def read_source(path: str, text_field: str = "text") -> Iterator[Document]:
+    """The documents of one file or `hf:` dataset."""
+    if path.startswith(HF_PREFIX):
+        yield from _read_hf(path[len(HF_PREFIX) :], text_field)
+        return
+    suffix = Path(path).suffix.lower()
+    if suffix in JSON_SUFFIXES:
+        yield from _read_jsonl(Path(path), text_field)
+    elif suffix in PARQUET_SUFFIXES:
+        yield from _read_parquet(Path(path), text_field)
+    else:
+        yield from _read_text(Path(path))
+
+
+def _read_text(path: Path) -> Iterator[Document]:
+    """A text file is one document; undecodable bytes go to the normaliser as bytes."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if b"\x00" in raw[:8192]:
+        raise SourceError(f"{path} looks binary (NUL bytes), not text; remove it from data.paths")
+    try:
+        text: str | bytes = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw
+    yield Document(id=str(path), text=text, source=str(path), meta={})  # type: ignore[arg-type]
+
+
+def _read_jsonl(path: Path, text_field: str) -> Iterator[Document]:
+    if not path.is_file():
+        raise SourceError(f"cannot read {path}: no such file")
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise SourceError(f"{path}:{number}: not valid JSON ({exc})") from exc
+            if not isinstance(record, dict) or text_field not in record:
+                raise SourceError(f"{path}:{number}: no {text_field!r} field; set data.text_field")
+            meta = {k: v for k, v in record.items() if k not in (text_field, "id")}
+            doc_id = str(record.get("id", f"{path}#{number}"))
+            yield Document(id=doc_id, text=str(record[text_field]), source=str(path), meta=meta)
+
+
+def _read_parquet(path: Path, text_field: str) -> Iterator[Document]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(path)
+        if text_field not in parquet.schema_arrow.names:
+            raise SourceError(f"{path}: no column {text_field!r}; set data.text_field")
+        row = 0
+        for batch in parquet.iter_batches(batch_size=1024):
+            for record in batch.to_pylist():
+                row += 1
+                meta = {k: v for k, v in record.items() if k not in (text_field, "id")}
+                doc_id = str(record.get("id") or f"{path}#{row}")
+                yield Document(
+                    id=doc_id, text=str(record[text_field] or ""), source=str(path), meta=meta
+                )
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise SourceError(f"{path}: corrupt or unreadable Parquet file ({exc})") from exc
+
+
+def _read_hf(reference: str, text_field: str) -> Iterator[Document]:
+    """`hf:PATH_OR_NAME[:SPLIT]` through `datasets` (a local path, or the local HF cache)."""
+    import datasets
+
+    name, _, split = reference.partition(":")
+    try:
+        if Path(name).is_dir() and (Path(name) / "dataset_info.json").exists():
+            dataset = datasets.load_from_disk(name)
+            if isinstance(dataset, datasets.DatasetDict):
+                dataset = dataset[split or "train"]
+        else:
+            dataset = datasets.load_dataset(name, split=split or "train", streaming=True)
+    except Exception as exc:  # datasets raises many types; name the dataset and the cause
+        raise SourceError(
+            f"cannot open dataset {reference!r}: {type(exc).__name__}: {exc}"
+        ) from exc
+    for row, record in enumerate(dataset):
+        if text_field not in record:
+            raise SourceError(
+                f"dataset {reference!r} has no {text_field!r} field; set data.text_field"
+            )
+        meta = {k: v for k, v in record.items() if k not in (text_field, "id")}
+        doc_id = str(record.get("id") or f"{name}#{row}")
+        yield Document(id=doc_id, text=str(record[text_field]), source=f"hf:{name}", meta=meta)

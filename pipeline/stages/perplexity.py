@@ -1,0 +1,91 @@
+"""`perplexity`: validation perplexity and bits per byte, against n-gram baselines and the
+freshly initialised model, plus minimal pairs and the scaling-law prediction."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from lmforge.pipeline.stage import StageContext, stage
+from lmforge.pipeline.typed_config import from_mapping
+
+
+@dataclass(kw_only=True, slots=True)
+class PerplexityConfig:
+    stride: int = 0
+    "Sliding-window stride in tokens (0 = the model's block size)."
+    max_tokens: int = 200_000
+    "Validation tokens scored at most (0 = all)."
+    ngram_k: float = 0.1
+    "Add-k smoothing of the unigram/bigram baselines."
+
+
+def parse(sections: dict) -> PerplexityConfig:
+    return from_mapping(PerplexityConfig, sections["eval.perplexity"], "eval.perplexity")
+
+
+def _stream(data_dir, split: str, max_tokens: int):
+    import numpy as np
+    from lmforge.tokenizer.dataset import TokenDataset
+
+    dataset = TokenDataset(data_dir, split, block_size=1)
+    parts, total = [], 0
+    for shard in dataset.shards:
+        take = shard.tokens if not max_tokens else shard.tokens[: max_tokens - total]
+        parts.append(np.asarray(take, dtype=np.int64))
+        total += len(take)
+        if max_tokens and total >= max_tokens:
+            break
+    return np.concatenate(parts), dataset
+
+
+@stage(
+    name="perplexity",
+    inputs=("pretrain", "tokenize", "train_tokenizer"),
+    config=("eval.perplexity",),
+    parse_config=parse,
+    version="1",
+    num_cpus=0.5,
+)
+def perplexity(ctx: StageContext) -> dict:
+    import torch
+    from lmforge.model.gpt import GPT
+    from lmforge.model.perplexity import token_nll
+    from lmforge.pipeline.probes.minimal_pairs import minimal_pair_accuracy
+    from lmforge.pipeline.probes.ngram import ngram_baselines
+    from lmforge.pipeline.probes.perplexity_math import bits_per_byte
+    from lmforge.pipeline.probes.scaling import loss_from_params, loss_from_tokens
+    from lmforge.pipeline.stages.trained_model import TrainedModel
+
+    cfg: PerplexityConfig = ctx.config
+    trained = TrainedModel(ctx.input("pretrain"), ctx.input("train_tokenizer"))
+    model, tok = trained.model, trained.tok
+    block = model.config.block_size
+    stride = cfg.stride or block
+    val, _ = _stream(ctx.input("tokenize"), "val", cfg.max_tokens)
+    ids = torch.from_numpy(val)
+    total_nll, n = token_nll(model, ids, block, stride)
+    n_bytes = len(tok.decode(val[1:].tolist(), skip_special_tokens=True).encode("utf-8"))
+    torch.manual_seed(0)
+    fresh = GPT(model.config).eval()
+    init_nll, init_n = token_nll(fresh, ids, block, stride)
+    mean = total_nll / n
+    stats = {
+        "val_loss": mean,
+        "val_perplexity": math.exp(mean),
+        "val_bits_per_byte": bits_per_byte(total_nll, n_bytes),
+        "val_tokens_scored": n,
+        "init_perplexity": math.exp(init_nll / init_n),
+        "vocab_size": model.config.vocab_size,
+    }
+    train, _ = _stream(ctx.input("tokenize"), "train", 2_000_000)
+    stats.update(ngram_baselines([train], [val], model.config.vocab_size, k=cfg.ngram_k))
+    pairs = minimal_pair_accuracy(trained.logprobs)
+    stats["minimal_pair_accuracy"] = pairs["accuracy"]
+    n_params = model.num_parameters(non_embedding=True)
+    train_tokens = int(ctx.input_manifests["pretrain"]["summary"].get("tokens", 0) or 0)
+    stats["scaling_law_loss_from_params"] = loss_from_params(n_params)
+    if train_tokens:
+        stats["scaling_law_loss_from_tokens"] = loss_from_tokens(train_tokens)
+    ctx.tracker.log_metrics({k: v for k, v in stats.items() if isinstance(v, int | float)})
+    return stats

@@ -1,0 +1,78 @@
+"""`pretrain`: the decoder-only transformer trained with Ray Train + DeepSpeed ZeRO.
+
+Checkpoints live outside the artifact, under `<workdir>/checkpoints/pretrain/<lineage>/`, where
+the lineage key is the cache key without `train.max_steps`: an interrupted run resumes from its
+latest checkpoint, and raising `train.max_steps` continues a finished run instead of restarting.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from lmforge.model.config import ModelConfig
+from lmforge.pipeline.keys import cache_key
+from lmforge.pipeline.stage import StageContext, stage
+from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.typed_config import from_mapping
+
+
+@dataclass(slots=True)
+class PretrainConfig:
+    model: ModelConfig
+    train: TrainConfig
+
+
+def parse(sections: dict) -> PretrainConfig:
+    # The vocabulary size comes from the trained tokenizer at run time; 256 only validates.
+    model = from_mapping(ModelConfig, {"vocab_size": 256, **sections["model"]}, "model")
+    train = from_mapping(TrainConfig, sections["train"], "train")
+    return PretrainConfig(model=model, train=train)
+
+
+def lineage_key(ctx: StageContext) -> str:
+    """The cache key with `train.max_steps` left out: where this run's checkpoints live."""
+    train = asdict(ctx.config.train)
+    train.pop("max_steps")
+    return cache_key(
+        "pretrain-lineage",
+        "1",
+        {"model": asdict(ctx.config.model), "train": train},
+        {k: v["key"] for k, v in ctx.input_manifests.items()},
+    )
+
+
+@stage(
+    name="pretrain",
+    inputs=("tokenize", "train_tokenizer"),
+    config=("model", "train"),
+    parse_config=parse,
+    version="1",
+    num_cpus=0,  # it drives Ray Train workers, which hold the CPUs
+)
+def pretrain(ctx: StageContext) -> dict:
+    from lmforge.model.hf_export import export_hf
+    from lmforge.model.weights import load_model_dir
+    from lmforge.pipeline.training.driver import run_pretraining
+    from lmforge.tokenizer.io import load_tokenizer
+
+    tok = load_tokenizer(ctx.input("train_tokenizer"))
+    model_cfg = ModelConfig(**{**asdict(ctx.config.model), "vocab_size": tok.get_vocab_size()})
+    checkpoint_dir = ctx.workdir / "checkpoints" / "pretrain" / lineage_key(ctx)
+    summary = run_pretraining(
+        model_cfg=model_cfg,
+        train_cfg=ctx.config.train,
+        data_dir=str(ctx.input("tokenize")),
+        out_dir=str(ctx.out_dir / "model"),
+        checkpoint_dir=str(checkpoint_dir),
+        storage_path=str(ctx.workdir / "ray_storage"),
+        tracking_uri=ctx.tracking_uri,
+        mlflow_run_id=ctx.mlflow_run_id,
+    )
+    model = load_model_dir(ctx.out_dir / "model")
+    export = export_hf(model, ctx.out_dir / "hf", tokenizer_dir=str(ctx.input("train_tokenizer")))
+    (ctx.out_dir / "training_summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    result = {k: v for k, v in summary.items() if isinstance(v, int | float | str)}
+    result["export_format"] = str(export[1]) if isinstance(export, tuple) else "hf"
+    result["checkpoint_dir"] = str(checkpoint_dir)
+    return result

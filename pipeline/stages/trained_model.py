@@ -1,0 +1,43 @@
+"""Loading the trained model and tokenizer from their artifacts, and text-level helpers the
+eval stages share (continuations, sentence log-probabilities)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from lmforge.model.generate import SamplingConfig, generate
+from lmforge.model.gpt import GPT
+from lmforge.model.weights import load_model_dir
+from lmforge.tokenizer.convention import encode_document, eot_id
+from lmforge.tokenizer.io import load_tokenizer
+
+
+class TrainedModel:
+    """A trained GPT with its tokenizer, in eval mode on CPU."""
+
+    def __init__(self, pretrain_dir: Path, tokenizer_dir: Path) -> None:
+        self.model: GPT = load_model_dir(Path(pretrain_dir) / "model").eval()
+        self.tok = load_tokenizer(tokenizer_dir)
+        self.eot = eot_id(self.tok)
+
+    def complete(self, prompts: list[str], sampling: SamplingConfig) -> list[str]:
+        """Continuations (text after the prompt) of each prompt, stopping at end-of-text."""
+        ids = [encode_document(self.tok, p) for p in prompts]
+        outputs = generate(self.model, ids, sampling, eos_id=self.eot)
+        return [self.tok.decode([t for t in out if t != self.eot]) for out in outputs]
+
+    def complete_ids(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[list[int]]:
+        return generate(self.model, prompts, sampling, eos_id=self.eot)
+
+    @torch.no_grad()
+    def logprobs(self, texts: list[str]) -> list[float]:
+        """Sum of log p(token | previous tokens) of each text read as a document."""
+        scores = []
+        block = self.model.config.block_size
+        for text in texts:
+            ids = torch.tensor(encode_document(self.tok, text)[: block + 1]).unsqueeze(0)
+            logits, _ = self.model(ids[:, :-1])
+            logp = torch.log_softmax(logits.float(), dim=-1)
+            scores.append(float(logp.gather(-1, ids[:, 1:].unsqueeze(-1)).sum()))
+        return scores
