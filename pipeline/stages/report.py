@@ -56,6 +56,10 @@ def _loss_plot(pretrain_dir: Path, out: Path) -> Path | None:
     return out
 
 
+def _sample_line(record: dict) -> str:
+    return f"- *{record['mode']}* **{record['prompt']}**{record['completion']}"
+
+
 @stage(
     name="report",
     inputs=("clean", "train_tokenizer", "pretrain", "perplexity", "sample", "harm"),
@@ -80,11 +84,7 @@ def report(ctx: StageContext) -> dict:
         + _table(m["pretrain"]),
         "![loss curve](loss_curve.png)" if plot else "",
         "## Perplexity\n" + _table(m["perplexity"]),
-        "## Samples\n"
-        + "\n".join(
-            f"- *{json.loads(s)['mode']}* **{json.loads(s)['prompt']}**{json.loads(s)['completion']}"
-            for s in samples
-        ),
+        "## Samples\n" + "\n".join(_sample_line(json.loads(s)) for s in samples),
         "## Harm probes\n" + _table(m["harm"]),
         "## Limitations\nThe toxicity scorer is a lexical classifier (alt-profanity-check): it "
         "misses implicit toxicity and over-flags reclaimed or quoted words. Small prompt sets give "
