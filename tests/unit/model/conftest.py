@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -32,3 +32,13 @@ def build_model(*, seed: int = 0, lively: bool = True, **overrides: Any) -> GPT:
 def make_model() -> Callable[..., GPT]:
     """build_model(seed=0, lively=True, **ModelConfig overrides) for tests that need variants."""
     return build_model
+
+
+@pytest.fixture(autouse=True)
+def single_thread() -> Iterator[None]:
+    """Tiny matrices gain nothing from intra-op threads, and on a busy 2-core machine thread
+    hand-offs dominate; restored after each test so other suites keep their setting."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

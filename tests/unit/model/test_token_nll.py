@@ -1,0 +1,59 @@
+"""Sliding-window negative log-likelihood: each token is predicted exactly once (F1)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from lmforge.model.perplexity import sliding_windows, token_nll
+
+
+def test_one_window_equals_the_plain_forward_loss(make_model):
+    model = make_model()
+    ids = torch.randint(0, 97, (20,))
+    _, loss = model(ids[None, :-1], ids[None, 1:])
+    total, count = token_nll(model, ids, block_size=32, stride=32)
+    assert count == 19
+    assert math.isclose(total, loss.item() * 19, rel_tol=1e-5)
+
+
+def test_non_overlapping_windows_sum_their_losses(make_model):
+    model = make_model()
+    ids = torch.randint(0, 97, (41,))  # windows ids[0:16], [16:32], [32:40] predict 40 tokens
+    expected = 0.0
+    for begin, end in [(0, 16), (16, 32), (32, 40)]:
+        logits, _ = model(ids[None, begin:end])
+        expected += F.cross_entropy(logits[0], ids[begin + 1 : end + 1], reduction="sum").item()
+    total, count = token_nll(model, ids, block_size=16, stride=16)
+    assert count == 40
+    assert math.isclose(total, expected, rel_tol=1e-5)
+
+
+def test_a_smaller_stride_predicts_each_token_once_with_enough_context():
+    n, block, stride = 50, 16, 5
+    scored = []
+    for begin, end, done in sliding_windows(n, block, stride):
+        targets = range(max(begin, done) + 1, end + 1)
+        assert all(t - begin >= min(t, block - stride + 1) for t in targets)  # context length
+        scored.extend(targets)
+    assert scored == list(range(1, n))
+
+
+def test_sliding_window_total_matches_scoring_each_token_separately(make_model):
+    model = make_model()
+    ids = torch.randint(0, 97, (45,))
+    expected = 0.0
+    for begin, end, done in sliding_windows(45, 16, 6):
+        for t in range(max(begin, done) + 1, end + 1):  # -ln p(ids[t] | ids[begin:t])
+            logits, _ = model(ids[None, begin:t])
+            expected -= torch.log_softmax(logits[0, -1], dim=-1)[ids[t]].item()
+    total, count = token_nll(model, ids, block_size=16, stride=6, batch_size=2)
+    assert count == 44
+    assert math.isclose(total, expected, rel_tol=1e-5)
+
+
+def test_stride_larger_than_the_window_is_refused(make_model):
+    with pytest.raises(ValueError, match="stride must be in"):
+        token_nll(make_model(), torch.arange(10), block_size=8, stride=9)
