@@ -2,9 +2,10 @@
 
 Both models score exactly the positions the transformer scores: in every sequence, token t+1 is
 predicted for t = 0 .. len-2 (from token t for the bigram, from nothing for the unigram); the first
-token of a sequence is context only. Feed them documents that start with the end-of-text token, or
-the packed windows the transformer is evaluated on, and their cross-entropy is directly comparable
-with the transformer's validation loss (same tokenizer, same positions, nats per token).
+token of a sequence is context only. Feed them documents that start with the end-of-text token
+(`with_leading_eot`), or the packed windows the transformer is evaluated on, and their
+cross-entropy is directly comparable with the transformer's validation loss (same tokenizer, same
+positions, nats per token).
 
 Add-k smoothing: P(w) = (c(w) + k) / (N + kV) and P(w | v) = (c(v w) + k) / (c(v) + kV), where
 c(v) counts v as a context and V is the vocabulary size. With k = 0 these are the maximum-likelihood
@@ -13,7 +14,7 @@ estimates of F4 (an unseen event then has probability 0 and infinite cross-entro
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,21 +52,43 @@ def _smoothed_log(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
 
 
 class _PositionScorer:
-    """Shared summing of per-position log-probabilities over many sequences."""
+    """Scores the next-token positions of sequences; subclasses give log P(token | prev)."""
 
     __slots__ = ()
     vocab_size: int
 
-    def token_log_probs(self, seq: Sequence[int] | np.ndarray) -> np.ndarray:
+    def _pair_log_probs(self, prev: np.ndarray, token: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+    def token_log_probs(self, seq: Sequence[int] | np.ndarray) -> np.ndarray:
+        """log P(seq[t+1] | context) for t = 0 .. len-2."""
+        ids = _token_ids(seq, self.vocab_size)
+        if ids.size < 2:
+            return np.zeros(0)
+        return self._pair_log_probs(ids[:-1], ids[1:])
 
     def nll(self, sequences: Iterable[Sequence[int] | np.ndarray]) -> tuple[float, int]:
         """(total negative log-likelihood in nats, number of predicted tokens)."""
         total, n = 0.0, 0
+        prev: list[np.ndarray] = []
+        nxt: list[np.ndarray] = []
+        buffered = 0
         for seq in sequences:
-            logp = self.token_log_probs(seq)
-            total -= float(logp.sum())
-            n += logp.size
+            ids = _token_ids(seq, self.vocab_size)
+            if ids.size < 2:
+                continue
+            prev.append(ids[:-1])
+            nxt.append(ids[1:])
+            buffered += ids.size - 1
+            if buffered >= _FLUSH_PAIRS:  # score in large vectorised batches
+                total -= float(
+                    self._pair_log_probs(np.concatenate(prev), np.concatenate(nxt)).sum()
+                )
+                n += buffered
+                prev, nxt, buffered = [], [], 0
+        if buffered:
+            total -= float(self._pair_log_probs(np.concatenate(prev), np.concatenate(nxt)).sum())
+            n += buffered
         return total, n
 
     def cross_entropy(self, sequences: Iterable[Sequence[int] | np.ndarray]) -> float:
@@ -95,6 +118,7 @@ class BigramLM(_PositionScorer):
     def fit(
         cls, sequences: Iterable[Sequence[int] | np.ndarray], vocab_size: int, k: float = 1.0
     ) -> BigramLM:
+        """Count every adjacent pair of every sequence (one pass, bounded extra memory)."""
         if k < 0:
             raise ValueError(f"add-k smoothing needs k >= 0, got {k}")
         codes = np.zeros(0, dtype=np.int64)
@@ -132,20 +156,13 @@ class BigramLM(_PositionScorer):
     def prob(self, token: int, prev: int) -> float:
         """P(token | prev)."""
         _token_ids([token, prev], self.vocab_size)
-        logp = self._log_prob(np.array([prev]), np.array([token]))
+        logp = self._pair_log_probs(np.array([prev]), np.array([token]))
         return float(np.exp(logp[0]))
 
-    def _log_prob(self, prev: np.ndarray, token: np.ndarray) -> np.ndarray:
+    def _pair_log_probs(self, prev: np.ndarray, token: np.ndarray) -> np.ndarray:
         num = self.pair_count(prev, token) + self.k
         den = self.context_counts[prev] + self.k * self.vocab_size
         return _smoothed_log(num.astype(np.float64), den.astype(np.float64))
-
-    def token_log_probs(self, seq: Sequence[int] | np.ndarray) -> np.ndarray:
-        """log P(seq[t+1] | seq[t]) for t = 0 .. len-2."""
-        ids = _token_ids(seq, self.vocab_size)
-        if ids.size < 2:
-            return np.zeros(0)
-        return self._log_prob(ids[:-1], ids[1:])
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,26 +192,32 @@ class UnigramLM(_PositionScorer):
     def prob(self, token: int) -> float:
         """P(token)."""
         ids = _token_ids([token], self.vocab_size)
-        return float(np.exp(self._log_prob(ids)[0]))
+        return float(np.exp(self._pair_log_probs(ids, ids)[0]))
 
-    def _log_prob(self, ids: np.ndarray) -> np.ndarray:
-        num = self.counts[ids].astype(np.float64) + self.k
-        den = np.full(ids.shape, self.counts.sum() + self.k * self.vocab_size, dtype=np.float64)
+    def _pair_log_probs(self, prev: np.ndarray, token: np.ndarray) -> np.ndarray:
+        """log P(token), whatever came before."""
+        num = self.counts[token].astype(np.float64) + self.k
+        den = np.full(token.shape, self.counts.sum() + self.k * self.vocab_size, dtype=np.float64)
         return _smoothed_log(num, den)
 
-    def token_log_probs(self, seq: Sequence[int] | np.ndarray) -> np.ndarray:
-        """log P(seq[t+1]) for t = 0 .. len-2 (the first token is not predicted)."""
-        ids = _token_ids(seq, self.vocab_size)
-        return self._log_prob(ids[1:])
+
+def with_leading_eot(
+    documents: Iterable[Sequence[int] | np.ndarray], eot_id: int
+) -> Iterator[np.ndarray]:
+    """Each document preceded by the end-of-text token, so that its first token is predicted from
+    EOT, as it is in the packed stream the transformer trains on."""
+    for doc in documents:
+        yield np.concatenate([[eot_id], np.asarray(doc, dtype=np.int64).reshape(-1)])
 
 
 def ngram_baselines(
     train: Iterable[Sequence[int] | np.ndarray],
-    validation: Sequence[Sequence[int] | np.ndarray],
+    validation: Iterable[Sequence[int] | np.ndarray],
     vocab_size: int,
     k: float = 1.0,
 ) -> dict[str, float]:
-    """Fit both baselines on `train` in one pass and score `validation` (a re-iterable sequence)."""
+    """Fit both baselines on `train` in one pass and score `validation` with each."""
+    validation = list(validation)
     bigram = BigramLM.fit(train, vocab_size, k=k)
     unigram = UnigramLM.from_bigram(bigram)
     stats: dict[str, float] = {}

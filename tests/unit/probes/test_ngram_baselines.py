@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from lmforge.pipeline.probes.ngram import BigramLM, UnigramLM, ngram_baselines
+from lmforge.pipeline.probes.ngram import BigramLM, UnigramLM, ngram_baselines, with_leading_eot
 
 T6_CORPUS = [
     "<s> Antoine écoute Thom </s>",
@@ -118,3 +118,11 @@ def test_sequences_too_short_to_predict_anything_raise():
     lm = BigramLM.fit([[1, 2, 3]], vocab_size=5)
     with pytest.raises(ValueError, match="no predicted positions"):
         lm.cross_entropy([[1], []])
+
+
+def test_leading_eot_makes_the_first_token_of_each_document_a_predicted_position():
+    docs = [[5, 6], [7]]
+    assert [d.tolist() for d in with_leading_eot(docs, eot_id=0)] == [[0, 5, 6], [0, 7]]
+    lm = BigramLM.fit(with_leading_eot(docs, eot_id=0), vocab_size=8, k=0)
+    assert lm.prob(5, prev=0) == lm.prob(7, prev=0) == 0.5
+    assert lm.nll(with_leading_eot(docs, eot_id=0))[1] == 3  # 2 + 1 document tokens
