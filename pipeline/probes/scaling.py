@@ -59,17 +59,21 @@ def training_compute_pf_days(n_params: float, n_tokens: float) -> float:
     return 6.0 * n_params * n_tokens / FLOPS_PER_PF_DAY
 
 
-def scaling_prediction(n_layer: int, d_model: int, n_tokens: float) -> dict[str, float]:
-    """The three single-factor predictions for a run, to log beside its measured loss.
+def scaling_prediction(
+    n_layer: int, d_model: int, n_tokens: float, measured_loss: float | None = None
+) -> dict[str, float]:
+    """The three single-factor predictions for a run, beside its measured loss when given.
 
     `limiting_loss` is the larger of L(N) and L(D): the loss neither the model size nor the data
-    size alone would let the run go below, by these fits.
+    size alone would let the run go below, by these fits. `measured_minus_limiting` > 0 means the
+    run is above that bound (the usual case for a short run); < 0 says the fits, made with another
+    tokenizer and data, do not transfer to this run.
     """
     n_params = non_embedding_params(n_layer, d_model)
     pf_days = training_compute_pf_days(n_params, n_tokens)
     from_params = loss_from_params(n_params)
     from_tokens = loss_from_tokens(n_tokens)
-    return {
+    prediction = {
         "non_embedding_params": float(n_params),
         "train_tokens": float(n_tokens),
         "compute_pf_days": pf_days,
@@ -78,3 +82,7 @@ def scaling_prediction(n_layer: int, d_model: int, n_tokens: float) -> dict[str,
         "loss_from_compute": loss_from_compute(pf_days),
         "limiting_loss": max(from_params, from_tokens),
     }
+    if measured_loss is not None:
+        prediction["measured_loss"] = measured_loss
+        prediction["measured_minus_limiting"] = measured_loss - prediction["limiting_loss"]
+    return prediction

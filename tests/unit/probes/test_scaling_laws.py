@@ -52,3 +52,10 @@ def test_prediction_for_a_run_reports_all_three_laws_and_the_limiting_one():
     assert pred["compute_pf_days"] == pytest.approx(6 * 98_304 * 1e6 / 8.64e19)
     assert pred["loss_from_params"] == pytest.approx(loss_from_params(98_304))
     assert pred["limiting_loss"] == max(pred["loss_from_params"], pred["loss_from_tokens"])
+
+
+def test_measured_loss_is_reported_against_the_limiting_prediction():
+    pred = scaling_prediction(n_layer=2, d_model=64, n_tokens=1e6, measured_loss=9.0)
+    assert pred["measured_loss"] == 9.0
+    assert pred["measured_minus_limiting"] == pytest.approx(9.0 - pred["limiting_loss"])
+    assert "measured_loss" not in scaling_prediction(n_layer=2, d_model=64, n_tokens=1e6)
