@@ -95,3 +95,8 @@ def stage(
 def registered_stages() -> dict[str, StageSpec]:
     """All stages declared so far, by name."""
     return dict(_REGISTRY)
+
+
+def unregister_stage(name: str) -> None:
+    """Forget a stage (for tests that declare throwaway stages)."""
+    _REGISTRY.pop(name, None)

@@ -1,0 +1,71 @@
+"""A stage that raises leaves no visible artifact and a FAILED MLflow run."""
+
+from __future__ import annotations
+
+import pytest
+from lmforge.pipeline.execute import StageTask, execute_stage
+from lmforge.pipeline.stage import stage, unregister_stage
+from lmforge.pipeline.store import ArtifactStore
+from lmforge.pipeline.tracking import client, ensure_experiment
+
+
+def _explodes_halfway(ctx):
+    (ctx.out_dir / "half-written.parquet").write_text("partial")
+    raise RuntimeError("disk on fire")
+
+
+def _writes_one_file(ctx):
+    (ctx.out_dir / "result.txt").write_text("ok")
+    return {"n": 1}
+
+
+@pytest.fixture(autouse=True)
+def throwaway_stages():
+    for fn in (_explodes_halfway, _writes_one_file):
+        stage(name=fn.__name__, version="1")(fn)
+    yield
+    for fn in (_explodes_halfway, _writes_one_file):
+        unregister_stage(fn.__name__)
+
+
+def _task(name, workdir):
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    mlflow = client(uri)
+    experiment = ensure_experiment(mlflow, "test", (workdir / "art").as_uri())
+    run = mlflow.create_run(experiment, run_name=name)
+    task = StageTask(
+        stage=name,
+        key="k1",
+        version="1",
+        sections={},
+        typed_config={},
+        input_keys={},
+        input_dirs={},
+        workdir=str(workdir),
+        store_root=str(workdir / "store"),
+        tracking_uri=uri,
+        mlflow_run_id=run.info.run_id,
+    )
+    return task, mlflow
+
+
+def test_a_stage_that_raises_leaves_no_visible_artifact_and_a_failed_run(workdir):
+    task, mlflow = _task("_explodes_halfway", workdir)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        execute_stage(task)
+    store = ArtifactStore(workdir / "store")
+    assert not store.exists("_explodes_halfway", "k1")
+    assert not list((workdir / "store").rglob("half-written.parquet"))
+    run = mlflow.get_run(task.mlflow_run_id)
+    assert run.info.status == "FAILED"
+    assert "disk on fire" in run.data.tags["lmforge.error"]
+
+
+def test_a_stage_that_succeeds_is_committed_with_its_summary_and_finished(workdir):
+    task, mlflow = _task("_writes_one_file", workdir)
+    result = execute_stage(task)
+    manifest = ArtifactStore(workdir / "store").manifest("_writes_one_file", "k1")
+    assert manifest["summary"] == {"n": 1}
+    assert manifest["mlflow_run_id"] == task.mlflow_run_id
+    assert result["artifact"].endswith("_writes_one_file/k1")
+    assert mlflow.get_run(task.mlflow_run_id).info.status == "FINISHED"
