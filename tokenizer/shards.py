@@ -88,13 +88,14 @@ class TokenShardWriter:
         """Append an already packed stream; its doc starts are relative to its own first token."""
         if self._tokens_file.closed:
             raise ValueError(f"shard {self._header} is already closed")
-        tokens = np.ascontiguousarray(packed.tokens)
+        tokens = packed.tokens
         if tokens.size and int(tokens.max()) >= self.vocab_size:
             raise ValueError(
                 f"token id {int(tokens.max())} >= vocab_size {self.vocab_size} "
                 f"while writing {self._header}: the tokenizer and vocab_size disagree"
             )
-        self._tokens_file.write(tokens.astype(self.dtype.newbyteorder("<"), copy=False).tobytes())
+        on_disk = np.ascontiguousarray(tokens, dtype=self.dtype.newbyteorder("<"))
+        self._tokens_file.write(on_disk.data)
         self._doc_starts.append(packed.doc_starts + self.n_tokens)
         self.n_tokens += len(tokens)
         self.n_docs += len(packed.doc_starts)
@@ -103,12 +104,16 @@ class TokenShardWriter:
         """Flush the stream and doc starts, then publish the header by atomic rename."""
         if self.info is not None:
             return self.info
+        if self._tokens_file.closed:
+            raise ValueError(f"shard {self._header} was aborted; nothing to commit")
         self._tokens_file.flush()
         os.fsync(self._tokens_file.fileno())
         self._tokens_file.close()
         starts = np.concatenate(self._doc_starts) if self._doc_starts else np.zeros(0, np.int64)
         with open(self._partial["docs"], "wb") as f:
             np.save(f, starts.astype(np.int64))
+            f.flush()
+            os.fsync(f.fileno())
         info = ShardInfo(
             header=self._header,
             split=self.split,
@@ -122,7 +127,10 @@ class TokenShardWriter:
         for kind, partial in self._partial.items():
             partial.replace(self._final[kind])
         header_partial = self._header.with_name(f".{self._header.name}.partial")
-        header_partial.write_text(json.dumps(_header_json(info, self._final), indent=1))
+        with open(header_partial, "w") as f:
+            json.dump(_header_json(info, self._final), f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
         header_partial.replace(self._header)
         self.info = info
         return info
