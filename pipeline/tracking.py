@@ -49,8 +49,30 @@ def client(tracking_uri: str):
     return MlflowClient(tracking_uri=tracking_uri)
 
 
+def check_reachable(tracking_uri: str, timeout_s: float = 5.0) -> None:
+    """Fail fast on an unreachable tracking server (MLflow's own client retries for minutes)."""
+    if not tracking_uri.startswith(("http://", "https://")):
+        return
+    import urllib.error
+    import urllib.request
+
+    url = tracking_uri.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s):
+            pass
+    except urllib.error.HTTPError:
+        return  # it answered: reachable (authentication is checked by the first real call)
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise LmforgeError(
+            f"cannot reach the MLflow tracking server at {tracking_uri} ({reason}); start it or "
+            "fix MLFLOW_TRACKING_URI / cluster.tracking_uri"
+        ) from exc
+
+
 def ensure_experiment(mlflow_client, name: str, artifact_location: str | None) -> str:
     """The experiment's id, created with the tag that opens the MLflow 3 UI on training runs."""
+    check_reachable(mlflow_client.tracking_uri)
     try:
         experiment = mlflow_client.get_experiment_by_name(name)
         if experiment is None:

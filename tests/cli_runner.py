@@ -1,0 +1,39 @@
+"""Running the real `lmforge` CLI in a subprocess, as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+LMFORGE = [sys.executable, "-m", "lmforge.pipeline.cli"]
+
+
+def lmforge(*args: str, env: dict | None = None, timeout: int = 900, check: bool = True):
+    """Run `lmforge ARGS...`; returns the CompletedProcess (stdout+stderr in .stdout)."""
+    started = time.time()
+    proc = subprocess.run(
+        [*LMFORGE, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+    proc.elapsed = time.time() - started  # type: ignore[attr-defined]
+    if check and proc.returncode != 0:
+        raise AssertionError(f"lmforge {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}")
+    return proc
+
+
+def status(workdir: Path) -> dict[str, dict]:
+    proc = lmforge("status", "--json", f"workdir={workdir}")
+    return {entry["stage"]: entry for entry in json.loads(proc.stdout)}
+
+
+def summary(workdir: Path, stage: str) -> dict:
+    entry = status(workdir)[stage]
+    return json.loads((Path(entry["artifact"]) / "manifest.json").read_text())["summary"]

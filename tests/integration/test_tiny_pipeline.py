@@ -1,0 +1,86 @@
+"""The whole `tiny` pipeline on real Ray, DeepSpeed and MLflow: it learns, it caches, it reruns
+exactly what changed, and MLflow holds the lineage."""
+
+from __future__ import annotations
+
+import pytest
+from cli_runner import lmforge, status, summary
+from lmforge.pipeline.tracking import client
+
+pytestmark = pytest.mark.integration
+
+ALL = {"clean", "train_tokenizer", "tokenize", "pretrain", "perplexity", "sample", "harm", "report"}
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("tiny") / "runs"
+    proc = lmforge("run", "preset=tiny", f"workdir={workdir}")
+    return workdir, proc, status(workdir)
+
+
+def test_tiny_pipeline_runs_every_stage_to_completion(first_run):
+    workdir, proc, states = first_run
+    assert {name: s["state"] for name, s in states.items()} == {name: "ran" for name in ALL}
+    assert "model_card.md" in proc.stdout and "lmforge ui" in proc.stdout
+
+
+def test_validation_perplexity_beats_initialisation_and_vocabulary_size(first_run):
+    workdir, _, _ = first_run
+    stats = summary(workdir, "perplexity")
+    assert stats["val_perplexity"] < stats["init_perplexity"]
+    assert stats["val_perplexity"] < stats["vocab_size"]
+    assert stats["val_perplexity"] < stats["unigram_perplexity"]
+
+
+def test_mlflow_holds_one_parent_with_one_nested_run_per_stage(first_run):
+    workdir, _, states = first_run
+    mlflow = client(f"sqlite:///{workdir / 'mlflow.db'}")
+    experiment = mlflow.get_experiment_by_name("lmforge")
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    runs = mlflow.search_runs([experiment.experiment_id], max_results=1000)
+    children = [r for r in runs if r.data.tags.get("lmforge.stage")]
+    parents = {r.data.tags["mlflow.parentRunId"] for r in children}
+    assert len(parents) == 1
+    parent = mlflow.get_run(parents.pop())
+    assert parent.info.status == "FINISHED"
+    by_stage = {r.data.tags["lmforge.stage"]: r for r in children}
+    assert set(by_stage) == ALL
+    for name, run in by_stage.items():
+        assert run.info.status == "FINISHED"
+        assert run.info.run_id == states[name]["mlflow_run_id"]
+        assert run.data.tags["lmforge.cache_key"] == states[name]["key"]
+        assert run.data.tags["lmforge.cached"] == "false"
+    assert by_stage["pretrain"].data.tags["lmforge.inputs"].count("=") == 2
+    assert "loss" in by_stage["pretrain"].data.metrics
+    assert by_stage["clean"].inputs.dataset_inputs, "clean logs its dataset with log_input"
+
+
+def test_second_unchanged_run_is_all_cache_hits(first_run):
+    workdir, _, before = first_run
+    proc = lmforge("run", "preset=tiny", f"workdir={workdir}")
+    after = status(workdir)
+    assert {s["state"] for s in after.values()} == {"cached"}
+    mlflow = client(f"sqlite:///{workdir / 'mlflow.db'}")
+    for name, entry in after.items():
+        run = mlflow.get_run(entry["mlflow_run_id"])
+        assert run.data.tags["lmforge.cached"] == "true"
+        assert run.data.tags["lmforge.source_run_id"] == before[name]["mlflow_run_id"]
+    print(f"cached run took {proc.elapsed:.1f}s")
+
+
+def test_rerun_perplexity_executes_that_stage_and_nothing_else(first_run):
+    workdir, _, _ = first_run
+    lmforge("rerun", "perplexity", "preset=tiny", f"workdir={workdir}")
+    states = {name: s["state"] for name, s in status(workdir).items()}
+    assert states.pop("perplexity") == "ran"
+    assert set(states.values()) == {"cached"}
+
+
+def test_changing_the_learning_rate_reruns_pretrain_and_its_descendants_only(first_run):
+    workdir, _, _ = first_run
+    lmforge("run", "preset=tiny", "train.lr=0.002", f"workdir={workdir}")
+    states = {name: s["state"] for name, s in status(workdir).items()}
+    ran = {name for name, state in states.items() if state == "ran"}
+    assert ran == {"pretrain", "perplexity", "sample", "harm", "report"}
+    assert {states[n] for n in ALL - ran} == {"cached"}
