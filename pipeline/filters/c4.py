@@ -5,7 +5,8 @@ Line by line: lines with a word over `max_word_length` characters, without termi
 or carrying cookie/terms/privacy-policy boilerplate are removed; a kept line containing
 "lorem ipsum" or a curly bracket drops the whole document, as in the reference implementation.
 A document left with fewer than `min_sentences` sentences is dropped. Kept lines are joined with
-newlines, so the text of a kept document shrinks to its prose.
+newlines (a blank line where the source had one between them, to keep paragraphs), so the text
+of a kept document shrinks to its prose.
 """
 
 from __future__ import annotations
@@ -73,9 +74,11 @@ class C4Filter(DocumentFilter):
         cfg = self.config
         kept: list[str] = []
         n_sentences = 0
+        paragraph_break = False
         for raw_line in doc.text.splitlines():
             line = raw_line.strip()
             if not line:
+                paragraph_break = bool(kept)
                 continue
             reason = self._line_drop_reason(line)
             if reason is None:
@@ -83,7 +86,8 @@ class C4Filter(DocumentFilter):
                     line = _CITATION_RE.sub("", line)
                 reason = self._line_content_reason(line)
             if reason is None:
-                kept.append(line)
+                kept.append("\n" + line if paragraph_break else line)
+                paragraph_break = False
                 n_sentences += count_sentences(line)
             elif reason in ("c4_lorem_ipsum", "c4_curly_bracket"):
                 return False, reason

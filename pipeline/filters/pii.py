@@ -3,9 +3,10 @@ placeholders (`<EMAIL>`, `<CREDIT_CARD>`, `<IP_ADDRESS>`, `<PHONE>`), counted pe
 
 Card numbers are redacted only when they are written as cards are (contiguous or in groups of
 four), start with a major network's prefix and pass the Luhn check, so other long digit strings
-(order numbers, ISBNs, rows of years) stay. IPv6 candidates are confirmed with `ipaddress`, so
-clock times such as `12:30:45` stay. Phone numbers need an international `+` prefix or the
-grouped national form (`555-123-4567`, `(555) 123-4567`), so runs of numbers such as years stay.
+(order numbers, ISBNs, rows of years) stay. IPv6 candidates need a digit and are confirmed with
+`ipaddress`, so clock times (`12:30:45`) and C++ scopes (`a::b`) stay. Phone numbers need an
+international `+` prefix or the grouped national form (`555-123-4567`, `(555) 123-4567`), so
+runs of numbers such as years stay.
 """
 
 from __future__ import annotations
@@ -81,8 +82,11 @@ def _redact_card(match: re.Match) -> str | None:
 
 
 def _redact_ipv6(match: re.Match) -> str | None:
+    candidate = match.group()
+    if not any(ch.isdigit() for ch in candidate):
+        return None  # C++ scopes such as a::b are valid IPv6 syntax, real addresses have digits
     try:
-        ipaddress.IPv6Address(match.group())
+        ipaddress.IPv6Address(candidate)
     except ValueError:
         return None
     return PLACEHOLDERS["ip_address"]

@@ -54,6 +54,8 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
         raise ValueError(f"{where}: null is not allowed here")
     for option in options:
         origin = typing.get_origin(option) or option
+        if origin is typing.Literal and value in typing.get_args(option):
+            return value
         if origin is tuple and isinstance(value, list | tuple):
             return _to_tuple(value)
         if origin is list and isinstance(value, list | tuple):
