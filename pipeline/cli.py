@@ -9,6 +9,7 @@ lmforge dag | ui | sample "PROMPT" | tokenize-text "TEXT"
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from pathlib import Path
@@ -16,6 +17,10 @@ from pathlib import Path
 from lmforge.pipeline.errors import LmforgeError
 
 log = logging.getLogger("lmforge")
+
+EXTENSION_MODULES = ("lmforge.pipeline.jobs",)
+"""Modules adding subcommands: `register(subparsers, with_overrides)` adds parsers whose
+`handler` default is `fn(args, config) -> int`."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -51,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     tok = with_overrides(sub.add_parser("tokenize-text", help="show the tokens of a string"))
     tok.add_argument("text")
     tok.add_argument("--run", default="latest", help="pipeline run id (default: latest)")
+    for module in EXTENSION_MODULES:
+        importlib.import_module(module).register(sub, with_overrides)
     return parser
 
 
@@ -93,7 +100,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         "sample": commands.sample,
         "tokenize-text": commands.tokenize_text,
     }
-    return handlers[args.command](args, config)
+    handler = handlers.get(args.command) or args.handler
+    return handler(args, config)
 
 
 def workdir_of(config: dict) -> Path:
