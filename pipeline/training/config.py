@@ -1,0 +1,149 @@
+"""The typed `train` config group read by the pretrain stage (conf/train/default.yaml).
+
+Field names match the YAML keys one to one. Gradient accumulation is derived, never configured:
+`grad_accum_steps = global_batch_size / (micro_batch_size * num_workers)`, so the optimizer sees
+the same batch whatever the number of workers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+SCHEDULES = ("cosine", "inverse_sqrt")
+PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+@dataclass(kw_only=True, slots=True)
+class TrainConfig:
+    """Optimizer, schedule, parallelism and checkpointing of one pretraining run."""
+
+    max_steps: int = 2000
+    """Optimizer steps to train for; raising it later continues from the last checkpoint."""
+    global_batch_size: int = 64
+    """Sequences per optimizer step, whatever the number of workers."""
+    micro_batch_size: int = 8
+    """Sequences per worker per forward pass."""
+    lr: float = 6.0e-4
+    """Peak learning rate, reached at the end of warmup."""
+    min_lr: float = 6.0e-5
+    """Floor of the cosine decay (and of the inverse-sqrt decay)."""
+    warmup_steps: int = 100
+    """Steps of linear warmup from 0 to `lr`."""
+    schedule: Literal["cosine", "inverse_sqrt"] = "cosine"
+    """'cosine' (warmup, then cosine to min_lr at max_steps) or 'inverse_sqrt' (the original
+    transformer's warmup then 1/sqrt(step) decay)."""
+    weight_decay: float = 0.1
+    """Decoupled AdamW weight decay on matmul weights only (not norms, biases, embeddings)."""
+    beta1: float = 0.9
+    """AdamW first-moment decay."""
+    beta2: float = 0.95
+    """AdamW second-moment decay."""
+    eps: float = 1.0e-8
+    """AdamW denominator epsilon."""
+    grad_clip: float = 1.0
+    """Clip the global gradient L2 norm to this value; 0 disables clipping."""
+    zero_stage: int = 2
+    """DeepSpeed ZeRO stage 0-3, read from conf/deepspeed/zeroN.json."""
+    offload_optimizer: bool = False
+    """ZeRO 1-3: keep optimizer states (and the step) in CPU memory."""
+    offload_params: bool = False
+    """ZeRO 3: keep partitioned parameters in CPU memory."""
+    num_workers: int = 2
+    """Ray Train workers (data-parallel ranks)."""
+    use_gpu: bool = False
+    """One GPU per worker, NCCL and bf16 autocast; CPU workers use gloo and fp32."""
+    cpus_per_worker: int = 1
+    """CPUs reserved per worker; also torch's intra-op thread count on CPU."""
+    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
+    """Ray placement of the workers across nodes."""
+    checkpoint_every: int = 200
+    """Save (and report to Ray Train) a checkpoint every this many steps, and at the end."""
+    keep_checkpoints: int = 2
+    """Newest complete checkpoints kept on disk; older ones are deleted."""
+    log_every: int = 10
+    """Log metrics to MLflow and print a progress line every this many steps."""
+    seed: int = 1337
+    """Seeds the init, the data order and dropout; the data order ignores the world size."""
+    max_failures: int = 2
+    """Worker failures Ray Train recovers from (restart from the last checkpoint) per run."""
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    """'auto' = bf16 autocast on GPU and fp32 on CPU; parameters and optimizer stay fp32."""
+    compile: bool = False
+    """torch.compile the model (DeepSpeed `engine.compile()`)."""
+    peak_flops: float | None = None
+    """Peak FLOP/s of one worker's device for MFU; None = a table for known GPUs, or a matmul
+    rate measured once at start on CPU."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "global_batch_size", "micro_batch_size", "num_workers"):
+            _require(name, getattr(self, name), minimum=1)
+        for name in ("warmup_steps", "checkpoint_every", "keep_checkpoints", "log_every"):
+            _require(name, getattr(self, name), minimum=0)
+        _require("cpus_per_worker", self.cpus_per_worker, minimum=0)
+        _require("max_failures", self.max_failures, minimum=-1)
+        _choose("schedule", self.schedule, SCHEDULES)
+        _choose("placement_strategy", self.placement_strategy, PLACEMENT_STRATEGIES)
+        _choose("precision", self.precision, PRECISIONS)
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise ValueError(f"train.zero_stage must be 0, 1, 2 or 3, got {self.zero_stage!r}")
+        if self.offload_optimizer and self.zero_stage == 0:
+            raise ValueError("train.offload_optimizer needs train.zero_stage >= 1")
+        if self.offload_params and self.zero_stage != 3:
+            raise ValueError("train.offload_params needs train.zero_stage=3")
+        if self.precision == "bf16" and not self.use_gpu:
+            raise ValueError("train.precision=bf16 needs train.use_gpu=true (CPU trains in fp32)")
+        per_step = self.micro_batch_size * self.num_workers
+        if self.global_batch_size % per_step:
+            raise ValueError(
+                f"train.global_batch_size={self.global_batch_size} must be a multiple of "
+                f"train.micro_batch_size * train.num_workers = {per_step}"
+            )
+        if not self.lr > 0 or not 0 <= self.min_lr <= self.lr:
+            raise ValueError(
+                f"need train.lr > 0 and 0 <= train.min_lr <= train.lr, got "
+                f"lr={self.lr}, min_lr={self.min_lr}"
+            )
+        if self.schedule == "inverse_sqrt" and self.warmup_steps < 1:
+            raise ValueError("train.schedule=inverse_sqrt needs train.warmup_steps >= 1")
+        for name in ("beta1", "beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"train.{name} must be in [0, 1), got {getattr(self, name)!r}")
+        if self.eps <= 0 or self.weight_decay < 0 or self.grad_clip < 0:
+            raise ValueError("train.eps must be > 0, train.weight_decay and train.grad_clip >= 0")
+        if self.peak_flops is not None and not self.peak_flops > 0:
+            raise ValueError(f"train.peak_flops must be > 0 or null, got {self.peak_flops!r}")
+
+    @property
+    def grad_accum_steps(self) -> int:
+        """Micro-batches each worker accumulates per optimizer step."""
+        return self.global_batch_size // (self.micro_batch_size * self.num_workers)
+
+    def with_workers(self, num_workers: int) -> TrainConfig:
+        """The same run on another number of workers (the global batch is unchanged)."""
+        return dataclasses.replace(self, num_workers=num_workers)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
+        """Build from a plain mapping (the `train` YAML group), rejecting unknown keys."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown train config key(s) {unknown}; valid keys: {sorted(known)}")
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-serialisable mapping; `from_dict(to_dict())` gives an equal config."""
+        return dataclasses.asdict(self)
+
+
+def _require(name: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"train.{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _choose(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"train.{name} must be one of {list(choices)}, got {value!r}")

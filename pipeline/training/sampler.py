@@ -1,0 +1,97 @@
+"""Which training windows each worker reads at each step: one global order, sliced per worker.
+
+The global order is a permutation of all window indices per epoch, drawn from (seed, epoch)
+only. A run consumes it as one stream: an optimizer step takes the next `global_batch_size`
+positions, and worker `r` of `W` takes the `r`-th contiguous share of them, cut into its
+micro-batches. So the windows of step `s` are the same whatever `W`, and the sampler state is a
+single integer (the next global position) that a checkpoint stores; resuming at that position,
+on any number of workers, reads exactly the windows the uninterrupted run would have read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+
+class GlobalWindowOrder:
+    """Window index at every global position: epoch e is permutation(seed, e) of all windows."""
+
+    def __init__(self, n_windows: int, seed: int) -> None:
+        if n_windows < 1:
+            raise ValueError(
+                "the training split has no complete window of block_size + 1 tokens; "
+                "add data or lower model.block_size"
+            )
+        self.n_windows = n_windows
+        self.seed = seed
+        self._epoch = -1
+        self._perm = np.empty(0, dtype=np.int64)
+
+    def permutation(self, epoch: int) -> np.ndarray:
+        """The window order of one epoch (cached: consecutive positions share an epoch)."""
+        if epoch != self._epoch:
+            rng = np.random.default_rng([self.seed, epoch])
+            self._perm = rng.permutation(self.n_windows)
+            self._epoch = epoch
+        return self._perm
+
+    def windows(self, start: int, count: int) -> np.ndarray:
+        """Window indices at global positions [start, start + count), across epoch ends."""
+        out = np.empty(count, dtype=np.int64)
+        done = 0
+        while done < count:
+            epoch, offset = divmod(start + done, self.n_windows)
+            take = min(count - done, self.n_windows - offset)
+            out[done : done + take] = self.permutation(epoch)[offset : offset + take]
+            done += take
+        return out
+
+
+@dataclass(slots=True)
+class WindowSampler:
+    """One worker's view of the global order: its micro-batches of window indices per step."""
+
+    order: GlobalWindowOrder
+    """The shared global order."""
+    global_batch_size: int
+    """Windows per optimizer step over all workers."""
+    micro_batch_size: int
+    """Windows per forward pass on one worker."""
+    rank: int
+    """This worker's rank."""
+    world_size: int
+    """Number of workers."""
+    position: int = 0
+    """Next unread global position; the sampler state kept in checkpoints."""
+    _share: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError(f"rank {self.rank} outside world size {self.world_size}")
+        share, rest = divmod(self.global_batch_size, self.world_size)
+        if rest or share % self.micro_batch_size:
+            raise ValueError(
+                f"global batch {self.global_batch_size} does not split into micro-batches of "
+                f"{self.micro_batch_size} over {self.world_size} workers"
+            )
+        self._share = share
+
+    def next_step(self) -> list[np.ndarray]:
+        """This worker's micro-batches for the next step; advances `position` by a global batch."""
+        start = self.position + self.rank * self._share
+        mine = self.order.windows(start, self._share)
+        self.position += self.global_batch_size
+        return list(mine.reshape(-1, self.micro_batch_size))
+
+
+def load_batch(dataset, window_ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and next-token targets [B, block_size] (int64) for the given windows.
+
+    `dataset[i]` is window i of block_size + 1 tokens (a memory-mapped `TokenDataset`).
+    """
+    windows = np.stack([np.asarray(dataset[int(i)], dtype=np.int64) for i in window_ids])
+    tokens = torch.from_numpy(windows)
+    return tokens[:, :-1], tokens[:, 1:]
