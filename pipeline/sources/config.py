@@ -7,6 +7,22 @@ from typing import Literal
 
 
 @dataclass(kw_only=True, slots=True)
+class CanaryConfig:
+    """Random secrets planted in the train split so `harm` can measure memorisation."""
+
+    enabled: bool = False
+    "Plant canaries (the `probe` preset switches this on)."
+    per_repeat: int = 2
+    "Distinct canaries for each repeat count."
+    repeats: list[int] = field(default_factory=lambda: [1, 10, 100])
+    "How many times each canary is repeated in the train split."
+    digits: int = 6
+    "Digits of each secret number."
+    seed: int = 0
+    "Seed of the secrets."
+
+
+@dataclass(kw_only=True, slots=True)
 class DataConfig:
     paths: list[str] = field(default_factory=list)
     "Text/JSONL/Parquet files or globs, or `hf:NAME[:SPLIT]`; empty = the embedded corpus."
@@ -24,6 +40,8 @@ class DataConfig:
     "Stop after this many documents read (0 = no cap)."
     on_error: Literal["fail", "skip"] = "fail"
     "A file that cannot be read: fail the stage (default) or skip it and count it."
+    canaries: CanaryConfig = field(default_factory=CanaryConfig)
+    "Memorisation canaries (off by default)."
 
     def __post_init__(self) -> None:
         if not 0.0 < self.val_fraction < 1.0:

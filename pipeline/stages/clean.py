@@ -45,6 +45,27 @@ def normalise(doc: Document) -> Document | None:
     return Document(id=doc.id, text=text, source=doc.source, meta=doc.meta)
 
 
+def plant_canaries(cfg: DataConfig, train: ShardWriter, out_dir) -> int:
+    """Append each canary `repeats` times to the train split; record them for `harm`."""
+    import json
+
+    from lmforge.pipeline.probes.memorisation import canaries_to_records, make_canaries
+
+    canary = cfg.canaries
+    canaries = make_canaries(
+        canary.per_repeat, canary.seed, repeats=tuple(canary.repeats), digits=canary.digits
+    )
+    planted = 0
+    for c in canaries:
+        for copy in range(c.repeats):
+            train.add(
+                Document(id=f"canary/{c.secret}/{copy}", text=c.text, source="canary", meta={})
+            )
+            planted += 1
+    (out_dir / "canaries.json").write_text(json.dumps(canaries_to_records(canaries), indent=2))
+    return planted
+
+
 @stage(name="clean", config=("data",), parse_config=parse, version="1", num_cpus=1)
 def clean(ctx: StageContext) -> dict:
     cfg: DataConfig = ctx.config
@@ -70,6 +91,8 @@ def clean(ctx: StageContext) -> dict:
         seen.add(digest)
         writers[split_of(doc.id, cfg.val_fraction)].add(doc)
         counts["docs_out"] += 1
+    if cfg.canaries.enabled:
+        counts["canary_docs"] = plant_canaries(cfg, writers["train"], ctx.out_dir)
     shards = {s: w.close() for s, w in writers.items()}
     rows = {s: sum(x["rows"] for x in v) for s, v in shards.items()}
     if counts["docs_out"] == 0:
@@ -94,6 +117,7 @@ def clean(ctx: StageContext) -> dict:
         "train_docs": rows["train"],
         "val_docs": rows["val"],
         "files_skipped": counts["files_skipped"],
+        "canary_docs": counts["canary_docs"],
         **dropped,
         "shards": shards,
     }
