@@ -54,32 +54,20 @@ def _time_round_robin(
     return {name: (best[name], outputs[name]) for name in contenders}
 
 
-def main() -> None:
-    args = _parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    cfg = ModelConfig.from_preset(args.preset, vocab_size=args.vocab_size)
-    if args.prompt_len + args.new_tokens > cfg.block_size:
-        raise SystemExit(
-            f"--prompt-len + --new-tokens must fit block_size={cfg.block_size} of {args.preset}"
-        )
-    model = GPT(cfg).eval()
-    prompts = torch.randint(0, cfg.vocab_size, (args.batch, args.prompt_len))
-    prompt_lists = prompts.tolist()
-
+def _contenders(args: argparse.Namespace, model: GPT) -> dict[str, Callable[[], list[list[int]]]]:
+    """The three ways to decode the same prompts: lmforge with/without cache, transformers."""
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-
     with tempfile.TemporaryDirectory() as export_dir:
         export_hf(model, export_dir)
         hf = AutoModelForCausalLM.from_pretrained(export_dir).eval()
+    prompts = torch.randint(0, model.config.vocab_size, (args.batch, args.prompt_len))
 
     def ours(use_cache: bool) -> Callable[[], list[list[int]]]:
         sampling = SamplingConfig(max_new_tokens=args.new_tokens, greedy=True, use_cache=use_cache)
-        return lambda: generate(model, prompt_lists, sampling)
+        return lambda: generate(model, prompts.tolist(), sampling)
 
     def reference() -> list[list[int]]:
         out = hf.generate(
@@ -93,17 +81,27 @@ def main() -> None:
         )
         return out[:, args.prompt_len :].tolist()
 
-    contenders = {
+    return {
         "lmforge (KV cache)": ours(True),
         "lmforge (no cache)": ours(False),
         "transformers generate": reference,
     }
-    results = {
-        name: (args.batch * args.new_tokens / seconds, seconds, tokens)
-        for name, (seconds, tokens) in _time_round_robin(contenders, args.repeats).items()
-    }
 
-    same = results["lmforge (KV cache)"][2] == results["transformers generate"][2]
+
+def main() -> None:
+    args = _parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    cfg = ModelConfig.from_preset(args.preset, vocab_size=args.vocab_size)
+    if args.prompt_len + args.new_tokens > cfg.block_size:
+        raise SystemExit(
+            f"--prompt-len + --new-tokens must fit block_size={cfg.block_size} of {args.preset}"
+        )
+    model = GPT(cfg).eval()
+    timings = _time_round_robin(_contenders(args, model), args.repeats)
+    rates = {name: args.batch * args.new_tokens / sec for name, (sec, _) in timings.items()}
+
     print(
         f"model: {args.preset} (d={cfg.d_model}, layers={cfg.n_layer}, vocab={cfg.vocab_size}), "
         f"{model.num_parameters(non_embedding=False) / 1e6:.1f}M params; batch {args.batch}, "
@@ -111,18 +109,18 @@ def main() -> None:
         f"{args.threads} thread(s), torch {torch.__version__}"
     )
     print(f"{'contender':<24}{'tokens/s':>12}{'seconds':>10}")
-    for name, (rate, seconds, _) in results.items():
-        print(f"{name:<24}{rate:>12.1f}{seconds:>10.3f}")
+    for name, (seconds, _) in timings.items():
+        print(f"{name:<24}{rates[name]:>12.1f}{seconds:>10.3f}")
+    same = timings["lmforge (KV cache)"][1] == timings["transformers generate"][1]
     print(f"same greedy tokens as transformers: {'yes' if same else 'NO'}")
-    ours_rate = results["lmforge (KV cache)"][0]
-    reference_rate = results["transformers generate"][0]
+    ours_rate, reference_rate = rates["lmforge (KV cache)"], rates["transformers generate"]
     summary = {
         "bench": "generate_throughput",
         "unit": "tokens/s",
         "lmforge": round(ours_rate, 2),
         "reference": round(reference_rate, 2),
         "ratio": round(ours_rate / reference_rate, 4),
-        "no_cache": round(results["lmforge (no cache)"][0], 2),
+        "no_cache": round(rates["lmforge (no cache)"], 2),
     }
     print(json.dumps(summary))
 

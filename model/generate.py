@@ -86,10 +86,13 @@ def generate(
     A row stops after emitting eos_id; the batch stops when every row has stopped or after
     cfg.max_new_tokens steps. The model is put in eval mode for the call and restored after.
     """
-    if any(len(p) == 0 for p in prompts):
-        raise ValueError("every prompt needs at least one token (e.g. the end-of-text id)")
     if not prompts:
         return []
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token (e.g. the end-of-text id)")
+    vocab_size = model.config.vocab_size
+    if any(not 0 <= t < vocab_size for p in prompts for t in p):
+        raise ValueError(f"prompt token ids must be in [0, model.vocab_size={vocab_size})")
     was_training = model.training
     model.eval()
     try:

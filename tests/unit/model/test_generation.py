@@ -116,12 +116,14 @@ def test_a_row_stops_after_emitting_the_end_of_sequence_token(make_model):
         assert out == (row[: row.index(eos) + 1] if eos in row else row)
 
 
-def test_generation_restores_training_mode_and_handles_zero_tokens(make_model):
+def test_generation_restores_training_mode_and_checks_its_inputs(make_model):
     model = make_model().train()
     assert generate(model, PROMPTS, SamplingConfig(max_new_tokens=0)) == [[], [], []]
     assert model.training
     with pytest.raises(ValueError, match="at least one token"):
         generate(model, [[]], SamplingConfig())
+    with pytest.raises(ValueError, match="must be in"):
+        generate(model, [[1, 97]], SamplingConfig())
 
 
 def test_sampling_follows_the_model_distribution(make_model):
@@ -132,3 +134,11 @@ def test_sampling_follows_the_model_distribution(make_model):
     draws = generate(model, [prompt] * 2000, SamplingConfig(max_new_tokens=1, seed=0))
     freq = torch.bincount(torch.tensor([d[0] for d in draws]), minlength=5).float() / 2000
     assert torch.allclose(freq, probs, atol=4 * math.sqrt(0.25 / 2000))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("temperature", 0.0), ("top_k", -1), ("top_p", 0.0), ("top_p", 1.5)]
+)
+def test_sampling_config_rejects_out_of_range_values(field, value):
+    with pytest.raises(ValueError, match=field):
+        SamplingConfig(**{field: value})
