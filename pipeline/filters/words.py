@@ -1,9 +1,12 @@
-"""A fast regex word split shared by the Gopher filters and the dedup shingles.
+"""A fast rule-based word split shared by the Gopher filters.
 
-Tokens are words (runs of word characters, keeping inner `.`, `,` and apostrophes so that
-`3.14`, `1,000` and `don't` stay whole) and single punctuation or symbol characters, with `...`
-kept as one token. This approximates a rule-based tokenizer such as spaCy's blank English
-pipeline closely enough for the Gopher statistics, at a fraction of the cost.
+It follows the shape of spaCy's English tokenizer (which datatrove uses for the same rules) at
+a fraction of the cost: text is cut on whitespace, then each piece loses its leading and
+trailing punctuation (brackets, quotes, `,` `;` `:` `!` `?` `_` `#` `*`, currency, `%`, `...`, a
+final `.`) as separate tokens; abbreviations such as `e.g.` and `U.S.` keep their dots, English
+clitics split off (`don't` -> `do`, `n't`; `it's` -> `it`, `'s`), and a few infixes split
+(`well-known` -> `well`, `-`, `known`; `read/write`; `1+2`). Other inner punctuation stays in the
+token (`3.14`, `f(x`).
 """
 
 from __future__ import annotations
@@ -11,38 +14,77 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-TOKEN_RE = re.compile(r"\w+(?:[.,'’]\w+)*|\.\.\.|[^\w\s]")
-WORD_RE = re.compile(r"\w+")
+_QUOTES = "\"'`“”‘’«»„‚"
+_PUNCT = "…,:;!?¿¡()[]{}<>_#*&~·"
+_PREFIXES = frozenset(_PUNCT + _QUOTES + "$£€¥§%=—–+")
+_SUFFIXES = frozenset(_PUNCT + _QUOTES + "%—–")
+_ABBREVIATION_RE = re.compile(r"(?:[^\W\d_]\.)+")
+_CLITIC_RE = re.compile(r"([^\W\d_]+?)(n['’]t|['’](?:s|re|ll|ve|d|m))", re.IGNORECASE)
+# Punctuation split inside a piece: arithmetic between digits, a period between a lower- and an
+# upper-case letter, a comma between letters, hyphens/dashes before a letter, : < > = / between
+# a letter or digit and a letter.
+_INFIX_RE = re.compile(
+    r"((?<=[0-9])[+\-*^](?=[0-9-])"
+    r"|(?<=[a-z])\.(?=[A-Z])"
+    r"|(?<=[^\W\d_]),(?=[^\W\d_])"
+    r"|(?<=[^\W_])(?:-+|–|—|~)(?=[^\W\d_])"
+    r"|(?<=[^\W_])[:<>=/](?=[^\W\d_]))"
+)
+_SPECIAL = {"cannot": ("can", "not"), "Cannot": ("Can", "not")}
+
+
+def _split_piece(piece: str, out: list[str]) -> None:
+    """Tokens of one whitespace-free piece that is not plain alphanumeric, appended to `out`."""
+    start, end = 0, len(piece)
+    while end - start > 1 and piece[start] in _PREFIXES:
+        out.append(piece[start])
+        start += 1
+    suffixes = []
+    while end - start > 1:
+        if end - start > 3 and piece.endswith("...", start, end):
+            suffixes.append("...")
+            end -= 3
+        elif piece[end - 1] in _SUFFIXES:
+            suffixes.append(piece[end - 1])
+            end -= 1
+        elif piece[end - 1] == "." and not _ABBREVIATION_RE.fullmatch(piece, start, end):
+            suffixes.append(".")
+            end -= 1
+        else:
+            break
+    core = piece[start:end]
+    clitic = _CLITIC_RE.fullmatch(core)
+    if clitic:
+        out.extend(clitic.groups())
+    elif core.isalnum():
+        out.append(core)
+    else:
+        out.extend(t for t in _INFIX_RE.split(core) if t)
+    out.extend(reversed(suffixes))
 
 
 @lru_cache(maxsize=8)
 def split_tokens(text: str) -> tuple[str, ...]:
-    """Words and punctuation tokens of `text`, in order (cached: several filters ask in turn).
-
-    Equal to `TOKEN_RE.findall(text)`; whitespace-separated pieces that are plain alphanumeric
-    skip the regex, which makes prose about 1.5x faster to split.
-    """
+    """Words and punctuation tokens of `text`, in order (cached: several filters ask in turn)."""
     tokens: list[str] = []
-    append, extend, find_all = tokens.append, tokens.extend, TOKEN_RE.findall
+    append = tokens.append
     for piece in text.split():
         if piece.isalnum():
-            append(piece)
+            special = _SPECIAL.get(piece)
+            if special:
+                tokens.extend(special)
+            else:
+                append(piece)
         else:
-            extend(find_all(piece))
+            _split_piece(piece, tokens)
     return tuple(tokens)
 
 
 def is_word(token: str) -> bool:
-    """Whether a token from `split_tokens` is a word rather than a punctuation/symbol token."""
-    first = token[0]
-    return first.isalnum() or first == "_"
+    """Whether a token from `split_tokens` holds a letter or digit (is not pure punctuation)."""
+    return token[0].isalnum() or any(c.isalnum() for c in token)
 
 
 def has_alpha(token: str) -> bool:
     """Whether a token contains at least one alphabetic character."""
     return token.isalpha() or any(c.isalpha() for c in token)
-
-
-def split_words_lower(text: str) -> list[str]:
-    """Lower-cased runs of word characters, punctuation dropped (the shingle vocabulary)."""
-    return WORD_RE.findall(text.lower())
