@@ -37,58 +37,12 @@ import tempfile
 import time
 from collections import Counter
 
-STDLIB_MODULES = tuple(
-    [
-        "argparse",
-        "abc",
-        "asyncio",
-        "bisect",
-        "calendar",
-        "codecs",
-        "collections",
-        "contextlib",
-        "copy",
-        "csv",
-        "dataclasses",
-        "datetime",
-        "decimal",
-        "difflib",
-        "email",
-        "enum",
-        "fractions",
-        "functools",
-        "gettext",
-        "glob",
-        "heapq",
-        "http.client",
-        "io",
-        "itertools",
-        "json",
-        "locale",
-        "logging",
-        "math",
-        "operator",
-        "pathlib",
-        "pickle",
-        "random",
-        "re",
-        "shutil",
-        "socket",
-        "sqlite3",
-        "statistics",
-        "string",
-        "subprocess",
-        "tarfile",
-        "tempfile",
-        "textwrap",
-        "threading",
-        "timeit",
-        "typing",
-        "unittest",
-        "urllib.request",
-        "weakref",
-        "zipfile",
-    ]
+STDLIB_MODULES = (  # whose docstrings feed the corpus, separated by spaces
+    "argparse abc asyncio bisect calendar codecs collections contextlib copy csv dataclasses "
+    "datetime decimal difflib email enum fractions functools gettext glob heapq http.client io "
+    "itertools json locale logging math operator pathlib pickle random re shutil socket sqlite3 "
+    "statistics string subprocess tarfile tempfile textwrap threading timeit typing unittest "
+    "urllib.request weakref zipfile"
 )
 NAVIGATION = ["Home | Products | About us | Contact", "Share on Facebook", "Menu", "Read more"]
 BOILERPLATE = [
@@ -108,7 +62,7 @@ def paragraph_pools() -> tuple[list[str], list[str]]:
     from pydoc_data.topics import topics
 
     texts = [topics[key] for key in sorted(topics)]
-    for name in STDLIB_MODULES:
+    for name in STDLIB_MODULES.split():
         module = importlib.import_module(name)
         texts.append(inspect.getdoc(module) or "")
         for attr in sorted(dir(module)):
