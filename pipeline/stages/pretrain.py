@@ -54,6 +54,7 @@ def pretrain(ctx: StageContext) -> dict:
     from lmforge.model.hf_export import export_hf
     from lmforge.model.weights import load_model_dir
     from lmforge.pipeline.training.driver import run_pretraining
+    from lmforge.tokenizer.convention import eot_id
     from lmforge.tokenizer.io import load_tokenizer
 
     tok = load_tokenizer(ctx.input("train_tokenizer"))
@@ -70,9 +71,11 @@ def pretrain(ctx: StageContext) -> dict:
         mlflow_run_id=ctx.mlflow_run_id,
     )
     model = load_model_dir(ctx.out_dir / "model")
-    export = export_hf(model, ctx.out_dir / "hf", tokenizer_dir=str(ctx.input("train_tokenizer")))
+    export = export_hf(
+        model, ctx.out_dir / "hf", str(ctx.input("train_tokenizer")), eos_token_id=eot_id(tok)
+    )
     (ctx.out_dir / "training_summary.json").write_text(json.dumps(summary, indent=2, default=str))
     result = {k: v for k, v in summary.items() if isinstance(v, int | float | str)}
-    result["export_format"] = str(export[1]) if isinstance(export, tuple) else "hf"
+    result["export_format"] = export.format
     result["checkpoint_dir"] = str(checkpoint_dir)
     return result
