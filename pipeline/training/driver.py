@@ -1,0 +1,120 @@
+"""Run distributed pretraining on a Ray cluster: `run_pretraining`, called by the pretrain stage.
+
+It assumes Ray is initialised. It starts a Ray Train `TorchTrainer` whose workers run
+`worker.train_loop_per_worker`, waits for it, and writes the final weights of the last checkpoint
+as a model directory in `out_dir` (model.safetensors + config.json, loadable with
+`lmforge.model.weights.load_model_dir`). The weights reach the driver through Ray Train's
+storage, so rank 0 may run on any node; the per-step losses come back in the summary.
+
+Resuming is automatic: a worker failure restarts the workers from the last checkpoint reported
+to Ray Train (up to `train.max_failures` times), and a new call with the same `checkpoint_dir`
+continues from its newest valid checkpoint (an interrupted run, or a finished one whose
+`train.max_steps` was raised).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import torch
+from lmforge.model.config import ModelConfig
+from lmforge.model.gpt import GPT
+from lmforge.model.weights import save_model_dir
+from lmforge.pipeline.training.checkpoint import load_checkpoint
+from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.fault import FaultInjection
+from lmforge.pipeline.training.worker import TrainingJob, train_loop_per_worker
+from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+from ray.train.torch import TorchConfig, TorchTrainer
+
+
+class PretrainingError(RuntimeError):
+    """The training run failed for good (after Ray Train's restarts)."""
+
+
+def run_pretraining(
+    *,
+    model_cfg: ModelConfig,
+    train_cfg: TrainConfig,
+    data_dir: str,
+    out_dir: str,
+    checkpoint_dir: str,
+    storage_path: str,
+    tracking_uri: str | None = None,
+    mlflow_run_id: str | None = None,
+    run_name: str | None = None,
+    fault: FaultInjection | None = None,
+) -> dict[str, Any]:
+    """Train `model_cfg` on the token shards in `data_dir`, write the final model directory into
+    `out_dir`, and return a summary of the run.
+
+    checkpoint_dir: our checkpoints, kept across calls (key it by the stage's cache key);
+        every node must reach it. storage_path: Ray Train's storage (its copies of the
+        reported checkpoints, run state), also reachable from every node. The summary holds
+        steps, tokens, initial/final loss, the per-step losses, tokens/s and MFU.
+    """
+    job = TrainingJob(
+        model=model_cfg,
+        train=train_cfg,
+        data_dir=str(data_dir),
+        checkpoint_dir=str(Path(checkpoint_dir).resolve()),
+        tracking_uri=tracking_uri,
+        mlflow_run_id=mlflow_run_id,
+        fault=fault,
+    )
+    trainer = TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config={"job": job},
+        scaling_config=scaling_config(train_cfg),
+        run_config=RunConfig(
+            name=run_name or f"pretrain-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}",
+            storage_path=str(storage_path),
+            failure_config=FailureConfig(max_failures=train_cfg.max_failures),
+            checkpoint_config=CheckpointConfig(num_to_keep=max(1, train_cfg.keep_checkpoints)),
+        ),
+        torch_config=TorchConfig(backend="nccl" if train_cfg.use_gpu else "gloo"),
+    )
+    try:
+        result = trainer.fit()
+    except Exception as exc:  # Ray Train raises its own error types; name the run and the fix
+        raise PretrainingError(
+            f"pretraining failed ({type(exc).__name__}: {exc}). Checkpoints so far are in "
+            f"{checkpoint_dir}; rerunning continues from the newest one."
+        ) from exc
+    if result.checkpoint is None:
+        raise PretrainingError("pretraining finished without reporting a checkpoint")
+    summary = dict(result.metrics)
+    with result.checkpoint.as_directory() as directory:
+        loaded = load_checkpoint(directory)
+    export_model(model_cfg, loaded.params, Path(out_dir))
+    summary.update(steps=loaded.state.step, losses=loaded.state.losses, model_dir=str(out_dir))
+    return summary
+
+
+def scaling_config(cfg: TrainConfig) -> ScalingConfig:
+    """Workers, their resources and their placement across nodes."""
+    resources: dict[str, float] = {"CPU": cfg.cpus_per_worker}
+    if cfg.use_gpu:
+        resources["GPU"] = 1
+    return ScalingConfig(
+        num_workers=cfg.num_workers,
+        use_gpu=cfg.use_gpu,
+        resources_per_worker=resources,
+        placement_strategy=cfg.placement_strategy,
+    )
+
+
+def export_model(model_cfg: ModelConfig, params: dict[str, torch.Tensor], out_dir: Path) -> Path:
+    """Write full fp32 parameters (by name) as a model directory (`save_model_dir`)."""
+    model = GPT(model_cfg)
+    named = dict(model.named_parameters())
+    missing = sorted(set(named) - set(params))
+    if missing:
+        raise KeyError(f"the final checkpoint lacks parameters {missing}")
+    with torch.no_grad():
+        for name, p in named.items():
+            p.copy_(params[name])
+    return save_model_dir(model, out_dir)

@@ -1,0 +1,100 @@
+"""What rank 0 tells the user while training: MLflow metrics and a progress line with an ETA.
+
+step 120/400 loss 3.2100 lr 5.0e-04 12.3k tok/s MFU 0.4% ETA 1m20s
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+
+def format_duration(seconds: float) -> str:
+    """`1h02m`, `1m20s` or `7s`."""
+    seconds = max(0, int(round(seconds)))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def format_rate(value: float) -> str:
+    """`950`, `12.3k` or `1.2M`."""
+    if value >= 1e6:
+        return f"{value / 1e6:.1f}M"
+    return f"{value / 1e3:.1f}k" if value >= 1e3 else f"{value:.0f}"
+
+
+def progress_line(
+    *,
+    step: int,
+    max_steps: int,
+    loss: float,
+    lr: float,
+    tokens_per_s: float,
+    mfu: float | None,
+    eta_s: float,
+) -> str:
+    """One line of training progress (MFU omitted when unknown)."""
+    mfu_part = f" MFU {100 * mfu:.1f}%" if mfu is not None else ""
+    return (
+        f"step {step}/{max_steps} loss {loss:.4f} lr {lr:.1e} {format_rate(tokens_per_s)} tok/s"
+        f"{mfu_part} ETA {format_duration(eta_s)}"
+    )
+
+
+@dataclass(slots=True)
+class ThroughputMeter:
+    """Tokens per second since the previous reading, and over the whole attempt.
+
+    The first step of an attempt (warm-up: allocation, kernel selection) is left out of the
+    whole-attempt rate.
+    """
+
+    tokens_per_step: int
+    """Tokens of one optimizer step over all workers."""
+    _last_time: float = field(default_factory=time.perf_counter)
+    _last_step: int | None = None
+    _first_time: float | None = None
+    _first_step: int = 0
+    _steps: int = 0
+
+    def step_done(self, step: int) -> None:
+        """Record that optimizer step `step` finished now."""
+        now = time.perf_counter()
+        if self._first_time is None:
+            self._first_time, self._first_step = now, step
+            self._last_time, self._last_step = now, step
+        self._steps = step
+
+    def window_rate(self) -> float:
+        """Tokens/s since the previous call (or since the first step)."""
+        now = time.perf_counter()
+        steps = self._steps - (self._last_step if self._last_step is not None else self._steps)
+        elapsed = now - self._last_time
+        self._last_time, self._last_step = now, self._steps
+        return steps * self.tokens_per_step / elapsed if elapsed > 0 and steps > 0 else 0.0
+
+    def overall_rate(self) -> float:
+        """Tokens/s from the end of the first step of this attempt to the latest step."""
+        if self._first_time is None or self._steps <= self._first_step:
+            return 0.0
+        elapsed = time.perf_counter() - self._first_time
+        return (self._steps - self._first_step) * self.tokens_per_step / elapsed
+
+
+class MlflowMetrics:
+    """Logs metrics into an existing MLflow run (the pretrain stage's), rank 0 only."""
+
+    def __init__(self, tracking_uri: str, run_id: str) -> None:
+        import mlflow  # imported here: only rank 0 with tracking configured pays for it
+
+        self._client = mlflow.MlflowClient(tracking_uri)
+        self._metric = mlflow.entities.Metric
+        self._run_id = run_id
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        now = int(time.time() * 1000)
+        metrics = [self._metric(key, float(v), now, step) for key, v in values.items()]
+        self._client.log_batch(self._run_id, metrics=metrics)

@@ -1,0 +1,111 @@
+"""One optimizer step on one worker: the DeepSpeed engine, the learning rate, the loss.
+
+`build_engine` wraps GPT and our AdamW (decay on matmul weights only) in a DeepSpeed engine
+for the configured ZeRO stage; `TrainStep` runs the micro-batches of one step through it
+(gradient accumulation, bf16 autocast on GPU, clipping) with the learning rate our schedule
+gives, and returns the step's mean loss over all workers and the pre-clip gradient norm.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+
+import deepspeed
+import torch
+import torch.distributed as dist
+from lmforge.model.config import ModelConfig
+from lmforge.model.gpt import GPT
+from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.deepspeed_config import deepspeed_config
+from lmforge.pipeline.training.zero_state import base_optimizer, ensure_adam_state
+
+
+def uses_bf16(cfg: TrainConfig) -> bool:
+    """bf16 autocast: asked for, or 'auto' on a GPU that supports it; never on CPU."""
+    if cfg.precision == "bf16":
+        return True
+    return cfg.precision == "auto" and cfg.use_gpu and torch.cuda.is_bf16_supported()
+
+
+def build_optimizer(model: GPT, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW with decoupled weight decay on matmul weights only (GPT.param_groups)."""
+    return torch.optim.AdamW(
+        model.param_groups(cfg.weight_decay),
+        lr=cfg.lr,
+        betas=(cfg.beta1, cfg.beta2),
+        eps=cfg.eps,
+        fused=device.type == "cuda",
+    )
+
+
+def build_engine(model_cfg: ModelConfig, cfg: TrainConfig, world_size: int, device: torch.device):
+    """GPT + AdamW in a DeepSpeed engine (seed torch first: the init uses its global RNG)."""
+    model = GPT(model_cfg)
+    if device.type == "cuda":
+        model = model.to(device)
+    engine, *_ = deepspeed.initialize(
+        model=model,
+        optimizer=build_optimizer(model, cfg, device),
+        config=deepspeed_config(cfg, world_size),
+    )
+    if cfg.compile:
+        engine.compile()
+    ensure_adam_state(engine)
+    return engine
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """What one optimizer step reports."""
+
+    loss: float
+    """Mean cross-entropy over every micro-batch of the step on every worker."""
+    grad_norm: float
+    """Global L2 norm of the gradient before clipping."""
+
+
+class TrainStep:
+    """Runs one optimizer step's micro-batches through a DeepSpeed engine."""
+
+    def __init__(self, engine, cfg: TrainConfig, device: torch.device, world_size: int) -> None:
+        self.engine = engine
+        self.cfg = cfg
+        self.device = device
+        self.world_size = world_size
+        self.stage = engine.zero_optimization_stage()
+        self._bf16 = uses_bf16(cfg)
+
+    def __call__(self, batches: list[tuple[torch.Tensor, torch.Tensor]], lr: float) -> StepResult:
+        for group in base_optimizer(self.engine).param_groups:
+            group["lr"] = lr
+        total = torch.zeros((), device=self.device)
+        grad_norm = math.nan
+        for x, y in batches:
+            with self._autocast():
+                _, loss = self.engine(x.to(self.device), y.to(self.device))
+            self.engine.backward(loss)  # DeepSpeed divides by the accumulation steps
+            total += loss.detach().float()
+            if self.stage == 0 and self.engine.is_gradient_accumulation_boundary():
+                grad_norm = self._clip_stage0()
+            self.engine.step()  # updates only at the accumulation boundary
+        if self.stage > 0:
+            grad_norm = float(self.engine.get_global_grad_norm())
+        mean = total / len(batches)
+        if self.world_size > 1:
+            dist.all_reduce(mean)
+            mean /= self.world_size
+        return StepResult(loss=float(mean), grad_norm=grad_norm)
+
+    def _clip_stage0(self) -> float:
+        # ZeRO 0: gradients are all-reduced by now; DeepSpeed's own stage-0 clipping would drop
+        # the norm, so the config leaves clipping to us (deepspeed_config.py).
+        max_norm = self.cfg.grad_clip if self.cfg.grad_clip > 0 else math.inf
+        norm = torch.nn.utils.clip_grad_norm_(self.engine.module.parameters(), max_norm)
+        return float(norm)
+
+    def _autocast(self):
+        if self._bf16:
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()

@@ -1,0 +1,307 @@
+"""The training loop Ray Train runs on every worker: `train_loop_per_worker({"job": TrainingJob})`.
+
+Each worker seeds torch (the same init everywhere), opens the memory-mapped training split itself
+(the data never travels through Ray; only the windows it reads are paged in), builds the DeepSpeed
+engine and restores the newest checkpoint: the one Ray Train hands back after a worker failure,
+else the newest valid one in the run's checkpoint directory (an interrupted or finished run of
+the same key). Then it trains; rank 0 logs to MLflow and prints progress, and every
+`checkpoint_every` steps and at the end rank 0 writes a checkpoint that is reported to Ray Train.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import ray.train
+import torch
+import torch.distributed as dist
+from lmforge.model.config import ModelConfig
+from lmforge.pipeline.training import checkpoint as ckpt
+from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.fault import FaultInjection
+from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
+from lmforge.pipeline.training.progress import MlflowMetrics, ThroughputMeter, progress_line
+from lmforge.pipeline.training.sampler import GlobalWindowOrder, WindowSampler, load_batch
+from lmforge.pipeline.training.schedule import learning_rate
+from lmforge.pipeline.training.train_step import StepResult, TrainStep, build_engine, uses_bf16
+from lmforge.pipeline.training.zero_state import adam_step, gather_full_state, restore_full_state
+from lmforge.tokenizer.dataset import TokenDataset
+from ray.train import Checkpoint
+from ray.train.torch import get_device
+
+
+@dataclass(kw_only=True, slots=True)
+class TrainingJob:
+    """Everything a worker needs; small and picklable (the data is passed by location)."""
+
+    model: ModelConfig
+    """The model to train."""
+    train: TrainConfig
+    """Optimizer, schedule, parallelism, checkpointing."""
+    data_dir: str
+    """Directory of the tokenize stage's token shards (opened with TokenDataset)."""
+    split: str = "train"
+    """Split to train on."""
+    checkpoint_dir: str
+    """Where checkpoints live across runs of the same key; reachable from every node."""
+    tracking_uri: str | None = None
+    """MLflow tracking URI; with `mlflow_run_id`, rank 0 logs metrics into that run."""
+    mlflow_run_id: str | None = None
+    """The pretrain stage's MLflow run."""
+    fault: FaultInjection | None = None
+    """Test/drill hook: one worker SIGKILLs itself once."""
+
+
+def train_loop_per_worker(config: dict) -> None:
+    """Ray Train entry point; `config["job"]` is a TrainingJob."""
+    WorkerRun(config["job"]).run()
+
+
+class WorkerRun:
+    """One worker's share of a training run (one attempt: Ray Train restarts build a new one)."""
+
+    def __init__(self, job: TrainingJob) -> None:
+        context = ray.train.get_context()
+        self.rank, self.world = context.get_world_rank(), context.get_world_size()
+        self.job = job
+        self.cfg = job.train.with_workers(self.world)
+        self.device = _setup_device(self.cfg)
+        self.nodes = _all_gather(ray.get_runtime_context().get_node_id(), self.world)
+        torch.manual_seed(self.cfg.seed)
+        self.dataset = TokenDataset(job.data_dir, job.split, job.model.block_size)
+        self.engine = build_engine(job.model, self.cfg, self.world, self.device)
+        self.train_step = TrainStep(self.engine, self.cfg, self.device, self.world)
+        self.state, self.resumed_from = self._restore()
+        order = GlobalWindowOrder(len(self.dataset), self.cfg.seed)
+        self.sampler = WindowSampler(
+            order,
+            self.cfg.global_batch_size,
+            self.cfg.micro_batch_size,
+            self.rank,
+            self.world,
+            position=self.state.sampler_position,
+        )
+        self.tokens_per_step = self.cfg.global_batch_size * job.model.block_size
+        self.meter = ThroughputMeter(self.tokens_per_step)
+        self.written_step: int | None = None
+        self.written_path: Path | None = None
+        self.metrics_sink = None
+        self.peak, self.peak_source = None, ""
+        if self.rank == 0:
+            dtype = torch.bfloat16 if uses_bf16(self.cfg) else torch.float32
+            self.peak, self.peak_source = peak_flops(self.cfg.peak_flops, self.device, dtype)
+            if job.tracking_uri and job.mlflow_run_id:
+                self.metrics_sink = MlflowMetrics(job.tracking_uri, job.mlflow_run_id)
+
+    def run(self) -> None:
+        """Train from the restored step to max_steps, checkpointing on the way and at the end."""
+        cfg = self.cfg
+        if self.rank == 0 and self.resumed_from is not None:
+            _say(f"resumed from step {self.resumed_from} on {self.world} worker(s)")
+        while self.state.step < cfg.max_steps:
+            step = self.state.step
+            torch.manual_seed(_step_seed(cfg.seed, step, self.rank))  # dropout masks
+            batches = [load_batch(self.dataset, ids) for ids in self.sampler.next_step()]
+            lr = learning_rate(step, cfg)
+            result = self.train_step(batches, lr)
+            self._advance(result)
+            if self.job.fault is not None:
+                self.job.fault.maybe_fire(self.rank, self.state.step)
+            if self.rank == 0 and cfg.log_every and self.state.step % cfg.log_every == 0:
+                self._log(result, lr)
+            if cfg.checkpoint_every and self.state.step % cfg.checkpoint_every == 0:
+                self._checkpoint(final=self.state.step == cfg.max_steps)
+        if self.written_step != self.state.step:
+            self._checkpoint(final=True)
+
+    def _advance(self, result: StepResult) -> None:
+        if not np.isfinite(result.loss):
+            raise FloatingPointError(
+                f"training loss is {result.loss} at step {self.state.step + 1}; "
+                "lower train.lr or raise train.warmup_steps"
+            )
+        self.state.step += 1
+        self.state.sampler_position = self.sampler.position
+        self.state.tokens_seen += self.tokens_per_step
+        self.state.losses.append(result.loss)
+        if self.rank == 0:
+            self.meter.step_done(self.state.step)
+
+    def _log(self, result: StepResult, lr: float) -> None:
+        rate = self.meter.window_rate()
+        mfu = model_flops_utilisation(rate, self.job.model, self.peak, self.world)
+        values = {
+            "loss": result.loss,
+            "lr": lr,
+            "grad_norm": result.grad_norm,
+            "tokens_per_s": rate,
+            "tokens_seen": float(self.state.tokens_seen),
+            "mfu": mfu,
+        }
+        if self.metrics_sink is not None:
+            self.metrics_sink.log(self.state.step, values)
+        remaining = (self.cfg.max_steps - self.state.step) * self.tokens_per_step
+        eta = remaining / rate if rate > 0 else 0.0
+        line = progress_line(
+            step=self.state.step,
+            max_steps=self.cfg.max_steps,
+            loss=result.loss,
+            lr=lr,
+            tokens_per_s=rate,
+            mfu=mfu,
+            eta_s=eta,
+        )
+        _say(line)
+
+    def _checkpoint(self, *, final: bool) -> None:
+        """Every worker gathers the full state; rank 0 writes it; every worker reports."""
+        params, moments = gather_full_state(self.engine)
+        checkpoint, name = None, None
+        if self.rank == 0:
+            self.state.adam_step = adam_step(self.engine)
+            path = ckpt.write_checkpoint(self.job.checkpoint_dir, params, moments, self.state)
+            ckpt.prune_checkpoints(self.job.checkpoint_dir, self.cfg.keep_checkpoints)
+            checkpoint, name = Checkpoint.from_directory(str(path)), path.name
+            self.written_path = path
+        self.written_step = self.state.step
+        ray.train.report(
+            self._summary() if final else {"step": self.state.step, "loss": self.state.losses[-1]},
+            checkpoint=checkpoint,
+            checkpoint_dir_name=name,
+            delete_local_checkpoint_after_upload=False,
+        )
+
+    def _summary(self) -> dict:
+        losses = self.state.losses
+        rate = self.meter.overall_rate()
+        mfu = (
+            model_flops_utilisation(rate, self.job.model, self.peak, self.world)
+            if (self.peak and rate)
+            else None
+        )
+        return {
+            "step": self.state.step,
+            "loss": losses[-1] if losses else None,
+            "initial_loss": losses[0] if losses else None,
+            "final_loss": losses[-1] if losses else None,
+            "losses": list(losses),
+            "tokens": self.state.tokens_seen,
+            "tokens_per_s": rate,
+            "mfu": mfu,
+            "peak_flops_per_worker": self.peak,
+            "peak_flops_source": self.peak_source,
+            "world_size": self.world,
+            "worker_nodes": self.nodes,
+            "resumed_from_step": self.resumed_from,
+            "checkpoint_path": str(self.written_path) if self.written_path else None,
+        }
+
+    def _restore(self) -> tuple[ckpt.TrainerState, int | None]:
+        loaded = self._load_chosen_checkpoint()
+        if loaded is None:
+            fresh = ckpt.TrainerState(
+                step=0,
+                adam_step=0,
+                sampler_position=0,
+                tokens_seen=0,
+                seed=self.cfg.seed,
+                n_windows=len(self.dataset),
+                world_size=self.world,
+                model_config=self.job.model.to_dict(),
+            )
+            return fresh, None
+        state = loaded.state
+        _check_compatible(loaded, self.job.model, self.cfg, len(self.dataset))
+        try:
+            restore_full_state(self.engine, loaded.params, loaded.moments, state.adam_step)
+        except (KeyError, ValueError) as exc:
+            raise ckpt.CheckpointError(
+                f"checkpoint {loaded.path} is marked complete but cannot be loaded into the "
+                f"model: {exc}"
+            ) from exc
+        state.world_size = self.world
+        return state, state.step
+
+    def _load_chosen_checkpoint(self) -> ckpt.LoadedCheckpoint | None:
+        """Rank 0 picks the checkpoint (so every rank resumes from the same one); all load it."""
+        choice = _choose_checkpoint(self.job.checkpoint_dir) if self.rank == 0 else None
+        if self.world > 1:
+            box = [choice]
+            dist.broadcast_object_list(box, src=0)
+            choice = box[0]
+        if choice is None:
+            return None
+        if choice == "reported":
+            with ray.train.get_checkpoint().as_directory() as directory:
+                return ckpt.load_checkpoint(directory)
+        return ckpt.load_checkpoint(choice)
+
+
+def _choose_checkpoint(checkpoint_dir: str) -> str | None:
+    """'reported' (Ray Train's latest, after a worker failure), a path, or None (fresh start)."""
+    reported = ray.train.get_checkpoint()
+    if reported is not None:
+        with reported.as_directory() as directory:
+            problem = ckpt.verify_checkpoint(directory)
+        if problem is None:
+            return "reported"
+        warnings.warn(
+            f"skipping checkpoint {reported.path} from Ray Train: {problem}", stacklevel=2
+        )
+    path = ckpt.latest_valid_checkpoint(checkpoint_dir)
+    return str(path) if path is not None else None
+
+
+def _check_compatible(
+    loaded: ckpt.LoadedCheckpoint, model: ModelConfig, cfg: TrainConfig, n_windows: int
+) -> None:
+    state = loaded.state
+    if state.model_config and state.model_config != model.to_dict():
+        raise ckpt.CheckpointError(
+            f"checkpoint {loaded.path} was written for model {state.model_config}, but this run "
+            f"trains {model.to_dict()}; use another checkpoint directory"
+        )
+    if state.step > cfg.max_steps:
+        raise ckpt.CheckpointError(
+            f"checkpoint {loaded.path} is at step {state.step}, past train.max_steps="
+            f"{cfg.max_steps}; raise train.max_steps or use another checkpoint directory"
+        )
+    if state.n_windows != n_windows:
+        warnings.warn(
+            f"checkpoint {loaded.path} saw {state.n_windows} training windows, the data now has "
+            f"{n_windows}: the data order after step {state.step} differs from the original run",
+            stacklevel=2,
+        )
+
+
+def _setup_device(cfg: TrainConfig) -> torch.device:
+    if cfg.use_gpu:
+        device = get_device()
+        torch.cuda.set_device(device)
+        return device
+    if cfg.cpus_per_worker > 0:
+        torch.set_num_threads(cfg.cpus_per_worker)
+    return torch.device("cpu")
+
+
+def _say(line: str) -> None:
+    # Not print(): Ray Train patches it to log and echo, which shows every line twice.
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def _all_gather(value: str, world: int) -> list[str]:
+    if world == 1:
+        return [value]
+    out: list[str] = [""] * world
+    dist.all_gather_object(out, value)
+    return out
+
+
+def _step_seed(seed: int, step: int, rank: int) -> int:
+    """Seed of torch's RNG for one step on one rank: a resumed run draws the same dropout."""
+    return int(np.random.SeedSequence([seed, step, rank]).generate_state(1)[0])
