@@ -186,7 +186,8 @@ def run_datatrove(
     return decisions, time.perf_counter() - start
 
 
-def _reexec_under_datatrove_python() -> None:
+def reexec_under_datatrove_python(script: str) -> None:
+    """Run `script` again under $DATATROVE_PYTHON when this interpreter lacks datatrove."""
     try:
         import datatrove  # noqa: F401
     except ImportError:
@@ -197,7 +198,7 @@ def _reexec_under_datatrove_python() -> None:
                 "or point DATATROVE_PYTHON at a Python that has it"
             ) from None
         os.environ["LMFORGE_BENCH_REEXEC"] = "1"
-        os.execv(python, [python, os.path.abspath(__file__), *sys.argv[1:]])
+        os.execv(python, [python, os.path.abspath(script), *sys.argv[1:]])
 
 
 def main() -> None:
@@ -205,13 +206,11 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=2000, help="documents in the corpus")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    _reexec_under_datatrove_python()
-    import logging
-
-    from loguru import logger
+    reexec_under_datatrove_python(__file__)
+    os.environ["TQDM_DISABLE"] = "1"  # datatrove's progress bars
+    from datatrove.utils.logging import logger
 
     logger.remove()  # datatrove logs every stage at INFO
-    logging.getLogger("datatrove").setLevel(logging.WARNING)
 
     corpus = build_corpus(args.docs, args.seed)
     ours, our_seconds = run_lmforge(corpus)
