@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 MARKER = "COMPLETE"
@@ -180,7 +181,7 @@ def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
         params = load_file(str(path / MODEL_FILE))
         moments = load_file(str(path / OPTIMIZER_FILE))
         state = TrainerState.from_json((path / STATE_FILE).read_text())
-    except (OSError, ValueError, TypeError, KeyError, RuntimeError) as exc:
+    except (OSError, ValueError, TypeError, KeyError, RuntimeError, SafetensorError) as exc:
         raise CheckpointError(
             f"checkpoint {path} is marked complete but cannot be loaded: {exc}. "
             "Delete that directory to resume from the previous checkpoint."

@@ -1,0 +1,128 @@
+"""Checkpoints count only when complete and intact; a broken one is skipped loudly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from lmforge.pipeline.training import checkpoint as ckpt
+
+
+def _state(step: int) -> ckpt.TrainerState:
+    return ckpt.TrainerState(
+        step=step,
+        adam_step=step,
+        sampler_position=8 * step,
+        tokens_seen=256 * step,
+        seed=1,
+        n_windows=100,
+        world_size=2,
+        losses=[4.0 - 0.1 * i for i in range(step)],
+        model_config={"d_model": 8},
+    )
+
+
+def _write(root, step: int):
+    params = {"w": torch.full((3, 4), float(step)), "b": torch.arange(4.0)}
+    moments = {
+        "exp_avg/w": torch.ones(3, 4),
+        "exp_avg_sq/w": torch.ones(3, 4) * 2,
+        "exp_avg/b": torch.zeros(4),
+        "exp_avg_sq/b": torch.zeros(4),
+    }
+    return ckpt.write_checkpoint(root, params, moments, _state(step))
+
+
+def test_a_written_checkpoint_loads_back_exactly(tmp_path):
+    path = _write(tmp_path, 7)
+    assert path.name == "step_000007"
+    loaded = ckpt.load_checkpoint(path)
+    assert torch.equal(loaded.params["w"], torch.full((3, 4), 7.0))
+    assert torch.equal(loaded.moments["exp_avg_sq/w"], torch.ones(3, 4) * 2)
+    assert loaded.state == _state(7)
+    assert ckpt.latest_valid_checkpoint(tmp_path) == path
+
+
+def test_the_marker_is_the_last_file_and_nothing_temporary_is_left(tmp_path):
+    path = _write(tmp_path, 3)
+    names = {p.name for p in path.iterdir()}
+    assert names == {ckpt.MARKER, ckpt.MODEL_FILE, ckpt.OPTIMIZER_FILE, ckpt.STATE_FILE}
+    marker = json.loads((path / ckpt.MARKER).read_text())
+    assert set(marker["files"]) == names - {ckpt.MARKER}
+    assert [p.name for p in tmp_path.iterdir()] == ["step_000003"]
+
+
+def test_a_failed_write_leaves_no_checkpoint_behind(tmp_path):
+    with pytest.raises(ValueError):
+        ckpt.write_checkpoint(tmp_path, {"w": "not a tensor"}, {}, _state(1))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_checkpoint_without_its_marker_is_skipped_for_the_previous_one(tmp_path):
+    good = _write(tmp_path, 2)
+    newer = _write(tmp_path, 4)
+    (newer / ckpt.MARKER).unlink()
+    with pytest.warns(UserWarning, match=r"step_000004.*incomplete"):
+        assert ckpt.latest_valid_checkpoint(tmp_path) == good
+
+
+def test_a_truncated_checkpoint_is_skipped_with_a_warning_naming_it(tmp_path):
+    good = _write(tmp_path, 2)
+    newer = _write(tmp_path, 4)
+    weights = newer / ckpt.MODEL_FILE
+    weights.write_bytes(weights.read_bytes()[:-10])
+    with pytest.warns(UserWarning, match=r"step_000004.*model.safetensors has \d+ bytes"):
+        assert ckpt.latest_valid_checkpoint(tmp_path) == good
+
+
+def test_a_corrupted_byte_is_detected_even_when_the_size_is_unchanged(tmp_path):
+    good = _write(tmp_path, 2)
+    newer = _write(tmp_path, 4)
+    moments = newer / ckpt.OPTIMIZER_FILE
+    data = bytearray(moments.read_bytes())
+    data[-1] ^= 0xFF
+    moments.write_bytes(bytes(data))
+    with pytest.warns(UserWarning, match=r"step_000004.*optimizer.safetensors.*sha256"):
+        assert ckpt.latest_valid_checkpoint(tmp_path) == good
+
+
+def test_no_valid_checkpoint_means_a_fresh_start(tmp_path):
+    assert ckpt.latest_valid_checkpoint(tmp_path / "missing") is None
+    only = _write(tmp_path, 1)
+    (only / ckpt.STATE_FILE).unlink()
+    with pytest.warns(UserWarning, match="trainer_state.json is missing"):
+        assert ckpt.latest_valid_checkpoint(tmp_path) is None
+
+
+def test_a_complete_checkpoint_that_cannot_be_loaded_is_an_error_not_a_fresh_start(tmp_path):
+    path = _write(tmp_path, 5)
+    (path / ckpt.MODEL_FILE).write_bytes(b"these bytes are not a safetensors file")
+    (path / ckpt.MARKER).unlink()
+    ckpt._write_marker(path)  # the marker now vouches for the broken file
+    assert ckpt.latest_valid_checkpoint(tmp_path) == path
+    with pytest.raises(ckpt.CheckpointError, match=r"step_000005.*marked complete"):
+        ckpt.load_checkpoint(path)
+
+
+def test_loading_an_unverified_checkpoint_is_refused(tmp_path):
+    path = _write(tmp_path, 5)
+    (path / ckpt.MARKER).unlink()
+    with pytest.raises(ckpt.CheckpointError, match="incomplete"):
+        ckpt.load_checkpoint(path)
+
+
+def test_rewriting_a_step_replaces_it(tmp_path):
+    _write(tmp_path, 3)
+    params = {"w": torch.zeros(2)}
+    ckpt.write_checkpoint(tmp_path, params, {}, _state(3))
+    assert torch.equal(ckpt.load_checkpoint(tmp_path / "step_000003").params["w"], torch.zeros(2))
+    assert [p.name for p in tmp_path.iterdir()] == ["step_000003"]
+
+
+def test_pruning_keeps_the_newest_valid_checkpoints(tmp_path):
+    for step in (1, 2, 3, 4):
+        _write(tmp_path, step)
+    removed = ckpt.prune_checkpoints(tmp_path, keep=2)
+    assert sorted(p.name for p in removed) == ["step_000001", "step_000002"]
+    assert [s for s, _ in ckpt.list_checkpoints(tmp_path)] == [4, 3]

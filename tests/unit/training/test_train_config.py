@@ -1,0 +1,56 @@
+"""TrainConfig: typed, validated, and the repository's default YAML is valid."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+import pytest
+import yaml
+from lmforge.pipeline.training.config import TrainConfig
+
+
+def test_the_default_train_yaml_is_a_valid_config():
+    text = (files("lmforge.conf") / "train" / "default.yaml").read_text()
+    cfg = TrainConfig.from_dict(yaml.safe_load(text))
+    assert cfg.global_batch_size % (cfg.micro_batch_size * cfg.num_workers) == 0
+
+
+def test_an_unknown_key_is_named():
+    with pytest.raises(ValueError, match="learning_rate"):
+        TrainConfig.from_dict({"learning_rate": 1e-3})
+
+
+def test_gradient_accumulation_fills_the_global_batch_for_any_worker_count():
+    cfg = TrainConfig(global_batch_size=32, micro_batch_size=4, num_workers=2)
+    assert cfg.grad_accum_steps == 4
+    assert cfg.with_workers(1).grad_accum_steps == 8
+    assert cfg.with_workers(8).grad_accum_steps == 1
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"global_batch_size": 10, "micro_batch_size": 4, "num_workers": 1}, "multiple of"),
+        ({"global_batch_size": 8, "micro_batch_size": 4, "num_workers": 3}, "multiple of"),
+        ({"zero_stage": 4}, "zero_stage"),
+        ({"zero_stage": 0, "offload_optimizer": True}, "offload_optimizer"),
+        ({"zero_stage": 2, "offload_params": True}, "offload_params"),
+        ({"schedule": "linear"}, "schedule"),
+        ({"placement_strategy": "ANYWHERE"}, "placement_strategy"),
+        ({"precision": "bf16", "use_gpu": False}, "bf16"),
+        ({"lr": 1e-4, "min_lr": 1e-3}, "min_lr"),
+        ({"max_steps": 0}, "max_steps"),
+        ({"max_steps": True}, "max_steps"),
+        ({"beta2": 1.0}, "beta2"),
+        ({"schedule": "inverse_sqrt", "warmup_steps": 0}, "warmup_steps"),
+        ({"peak_flops": 0.0}, "peak_flops"),
+    ],
+)
+def test_a_bad_value_is_rejected_naming_the_key(values, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**values)
+
+
+def test_the_config_round_trips_through_a_plain_mapping():
+    cfg = TrainConfig(zero_stage=3, offload_params=True, num_workers=1, global_batch_size=8)
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg
