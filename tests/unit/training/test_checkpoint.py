@@ -53,10 +53,22 @@ def test_the_marker_is_the_last_file_and_nothing_temporary_is_left(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["step_000003"]
 
 
-def test_a_failed_write_leaves_no_checkpoint_behind(tmp_path):
-    with pytest.raises(ValueError):
-        ckpt.write_checkpoint(tmp_path, {"w": "not a tensor"}, {}, _state(1))
-    assert list(tmp_path.iterdir()) == []
+def test_a_write_that_fails_midway_leaves_no_checkpoint_behind(tmp_path, monkeypatch):
+    _write(tmp_path, 1)
+    real_save = ckpt.save_file
+
+    def disk_full_on_the_optimizer_file(tensors, filename, *args, **kwargs):
+        if filename.endswith(ckpt.OPTIMIZER_FILE):
+            with open(filename, "wb") as f:
+                f.write(b"partial")
+            raise OSError(28, "No space left on device")
+        return real_save(tensors, filename, *args, **kwargs)
+
+    monkeypatch.setattr(ckpt, "save_file", disk_full_on_the_optimizer_file)
+    with pytest.raises(OSError, match="No space"):
+        _write(tmp_path, 2)
+    assert [p.name for p in tmp_path.iterdir()] == ["step_000001"]
+    assert ckpt.latest_valid_checkpoint(tmp_path).name == "step_000001"
 
 
 def test_a_checkpoint_without_its_marker_is_skipped_for_the_previous_one(tmp_path):
