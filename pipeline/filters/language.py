@@ -3,6 +3,8 @@
 The detector is built lazily, once per process, and shared by every filter instance with the same
 settings (it holds the n-gram models in memory). Only the first `max_chars` characters are
 classified, which is plenty for a confident decision and bounds the cost of long documents.
+Measured on 2 slow cores with ~1000-character pages: about 3,600 documents/s with the default
+20 candidate languages and 500 characters, about 300/s with all 75 languages and 1000.
 """
 
 from __future__ import annotations
@@ -13,6 +15,12 @@ from dataclasses import dataclass
 from lmforge.pipeline.filters.base import DocumentFilter, FilterResult
 from lmforge.pipeline.filters.document import Document
 
+# The languages with the most web text, ISO 639-1; the detector chooses among these by default
+# (about 6x faster than among all 75 that lingua knows, and enough to tell English from the rest).
+COMMON_WEB_LANGUAGES = (
+    "en", "de", "fr", "es", "it", "pt", "nl", "ru", "pl", "tr",
+    "ar", "zh", "ja", "ko", "hi", "vi", "id", "sv", "cs", "uk",
+)  # fmt: skip
 _DETECTORS: dict[tuple, object] = {}
 _DETECTORS_LOCK = threading.Lock()
 
@@ -27,11 +35,11 @@ class LanguageConfig:
     "ISO 639-1 codes of the languages to keep."
     min_confidence: float = 0.65
     "Lowest confidence (0-1) of the detected language for a document to be kept."
-    candidate_languages: tuple[str, ...] | None = None
-    "Languages the detector chooses among (ISO 639-1); None = all that lingua knows."
+    candidate_languages: tuple[str, ...] | None = COMMON_WEB_LANGUAGES
+    "Languages the detector chooses among (ISO 639-1); None = all 75 that lingua knows."
     low_accuracy: bool = True
     "lingua's low-accuracy mode (trigrams only): several times faster, fine on paragraphs."
-    max_chars: int = 1000
+    max_chars: int = 500
     "Classify only this many leading characters of each document."
 
 

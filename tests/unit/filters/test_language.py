@@ -51,3 +51,13 @@ def test_a_restricted_candidate_set_works_and_must_contain_the_kept_languages(do
 def test_an_unknown_language_code_fails_naming_the_key():
     with pytest.raises(ValueError, match="data.filters.language.languages"):
         LanguageFilter(LanguageConfig(languages=("xx",)))
+
+
+def test_all_languages_can_be_candidates(doc_of):
+    danish = "Haven bag det gamle bibliotek er blevet et stille sted for byens folk om sommeren."
+    doc = doc_of(danish)
+    assert LanguageFilter(LanguageConfig(candidate_languages=None)).filter(doc) == (
+        False,
+        "language_other",
+    )
+    assert doc.meta["language"] == "da"
