@@ -108,19 +108,23 @@ class PIIRedactor(DocumentTransform):
         cfg = self.config
         email = PLACEHOLDERS["email"]
         ipv4 = PLACEHOLDERS["ip_address"]
+        # (type, switched on, a character the text must hold for the rule to be worth running,
+        # pattern, replacement or None to leave the match)
         rules = [
-            ("email", cfg.email, _EMAIL_RE, lambda m: email),
-            ("credit_card", cfg.credit_card, _CARD_RE, _redact_card),
-            ("ip_address", cfg.ip_address, _IPV4_RE, lambda m: ipv4),
-            ("ip_address", cfg.ip_address, _IPV6_RE, _redact_ipv6),
-            ("phone", cfg.phone, _PHONE_RE, _redact_phone),
+            ("email", cfg.email, "@", _EMAIL_RE, lambda m: email),
+            ("credit_card", cfg.credit_card, "", _CARD_RE, _redact_card),
+            ("ip_address", cfg.ip_address, ".", _IPV4_RE, lambda m: ipv4),
+            ("ip_address", cfg.ip_address, ":", _IPV6_RE, _redact_ipv6),
+            ("phone", cfg.phone, "", _PHONE_RE, _redact_phone),
         ]
-        self._rules = [(kind, pattern, fn) for kind, on, pattern, fn in rules if on]
+        self._rules = [rule[:1] + rule[2:] for rule in rules if rule[1]]
 
     def redact(self, text: str) -> tuple[str, dict[str, int]]:
         """`text` with PII replaced, and the number of redactions per type."""
         found: dict[str, int] = {}
-        for kind, pattern, replacement_for in self._rules:
+        for kind, needed, pattern, replacement_for in self._rules:
+            if needed not in text:
+                continue
             hits = 0
 
             def substitute(match: re.Match, replacement_for=replacement_for) -> str:

@@ -9,16 +9,20 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-def config_from_dict(cls: type[T], d: dict | None, where: str) -> T:
-    """An instance of dataclass `cls` from `d`; `where` is the key path used in error messages."""
+def config_from_dict(cls: type[T], d: Mapping | None, where: str) -> T:
+    """An instance of dataclass `cls` from `d`; `where` is the key path used in error messages.
+
+    `d` may be a plain dict or an OmegaConf DictConfig (any Mapping; lists any Sequence).
+    """
     if d is None:
         return cls()
-    if not isinstance(d, dict):
+    if not isinstance(d, Mapping):
         raise ValueError(f"{where}: expected a mapping, got {type(d).__name__}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -52,13 +56,14 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
         if type(None) in options:
             return None
         raise ValueError(f"{where}: null is not allowed here")
+    is_sequence = isinstance(value, Sequence) and not isinstance(value, str | bytes)
     for option in options:
         origin = typing.get_origin(option) or option
         if origin is typing.Literal and value in typing.get_args(option):
             return value
-        if origin is tuple and isinstance(value, list | tuple):
+        if origin is tuple and is_sequence:
             return _to_tuple(value)
-        if origin is list and isinstance(value, list | tuple):
+        if origin is list and is_sequence:
             return list(value)
         if origin is bool and isinstance(value, bool):
             return value
@@ -68,7 +73,7 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
             return float(value)
         if origin is str and isinstance(value, str):
             return value
-        if origin is dict and isinstance(value, dict):
+        if origin is dict and isinstance(value, Mapping):
             return dict(value)
     raise ValueError(f"{where}: value {value!r} does not fit the expected type {hint}")
 
@@ -79,5 +84,8 @@ def _union_members(hint: Any) -> tuple:
     return (hint,)
 
 
-def _to_tuple(value: list | tuple) -> tuple:
-    return tuple(_to_tuple(v) if isinstance(v, list | tuple) else v for v in value)
+def _to_tuple(value: Sequence) -> tuple:
+    return tuple(
+        _to_tuple(v) if isinstance(v, Sequence) and not isinstance(v, str | bytes) else v
+        for v in value
+    )
