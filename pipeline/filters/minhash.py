@@ -14,7 +14,11 @@ ASCII letters, digits and `_`, or of non-ASCII characters), each word hashed wit
 words of a shingle combined in order. Each of the `num_perm` hash functions is a multiply-shift
 universal hash `(a * x + b) >> 32` over the 32-bit shingle hash (Dietzfelbinger 1996), computed
 for a whole batch of documents at once in numpy. The index holds band keys and signatures only,
-never texts: `index_bytes_per_document` reports its size.
+never texts: `index_bytes_per_document` reports its size (560 bytes with the defaults).
+
+Defaults: 5-word shingles, 20 bands of 5 rows, pairs verified at estimated Jaccard 0.6. Copies of
+300-word documents with 1 word in 50 replaced and a boilerplate line added sit near Jaccard 0.8;
+these settings find ~99% of them, where 14 bands of 8 rows verified at 0.7 find ~85-95%.
 """
 
 from __future__ import annotations
