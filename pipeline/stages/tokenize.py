@@ -37,7 +37,10 @@ def tokenize(ctx: StageContext) -> dict:
 
     clean_dir = ctx.input("clean")
     tokenizer_dir = str(ctx.input("train_tokenizer"))
-    remote = ray.remote(_tokenize_shard).options(num_cpus=1)
+    # tokenizers starts a rayon thread per core; one task holds one CPU, so one thread each.
+    remote = ray.remote(_tokenize_shard).options(
+        num_cpus=1, runtime_env={"env_vars": {"RAYON_NUM_THREADS": "1"}}
+    )
     futures = [
         remote.remote(tokenizer_dir, str(path), str(ctx.out_dir), split, index)
         for split in ("train", "val")
