@@ -13,11 +13,13 @@ Jaccard ~0.82, would cap the overlap near 0.92). Both sides use 5-word shingles 
   verified at estimated Jaccard >= 0.7), one kept per cluster;
 - datatrove: its four file-based stages (signatures, buckets, clusters, filter).
 
-`agreement` is the overlap of the two removed sets (|A and B| / |A or B|); recall of the planted
-copies is printed for each. datatrove runs from a separate virtualenv, set up as in
-`clean_throughput.py`; started without datatrove, the script re-executes itself under
-$DATATROVE_PYTHON (default /tmp/dtvenv/bin/python). datatrove 0.10.1's xxhash shingle hash breaks
-with xxhash 4.x; the script then switches datatrove to `HashConfig(hash_fc="sha1")`.
+Times are CPU seconds of this process (`time.process_time`, all its threads), so other load on a
+shared machine does not skew them. `agreement` is the overlap of the two removed sets
+(|A and B| / |A or B|); recall of the planted copies is printed for each. datatrove runs from a
+separate virtualenv, set up as in `clean_throughput.py`; started without datatrove, the script
+re-executes itself under $DATATROVE_PYTHON (default /tmp/dtvenv/bin/python). datatrove 0.10.1's
+xxhash shingle hash breaks with xxhash 4.x; the script then switches datatrove to
+`HashConfig(hash_fc="sha1")`.
 
     /tmp/dtvenv/bin/python bench/dedup_throughput.py [--docs 4000]
 
@@ -77,13 +79,13 @@ def run_lmforge(corpus: list[tuple[str, str]]) -> tuple[set[str], float]:
     )
 
     config = MinHashConfig(shingle_words=5, bands=14, rows=8, num_perm=112, threshold=0.7)
-    start = time.perf_counter()
+    start = time.process_time()
     ids = [doc_id for doc_id, _ in corpus]
     signatures = minhash_signatures([text for _, text in corpus], config)
     keys = lsh_band_keys(signatures, config)
     removed = near_duplicate_clusters(ids, keys, signatures, config)
     kept = [doc_id for doc_id in ids if doc_id not in removed]
-    seconds = time.perf_counter() - start
+    seconds = time.process_time() - start
     assert len(kept) + len(removed) == len(ids)
     return set(removed), seconds
 
@@ -114,7 +116,7 @@ def run_datatrove(corpus: list[tuple[str, str]], workdir: str) -> tuple[set[str]
     config = MinhashConfig(n_grams=5, num_buckets=14, hashes_per_bucket=8, hash_config=hash_config)
     load_word_tokenizer("en").word_tokenize("warm up the spaCy tokenizer")  # load, untimed
     sigs, buckets, clusters = (os.path.join(workdir, d) for d in ("sigs", "buckets", "clusters"))
-    start = time.perf_counter()
+    start = time.process_time()
     docs = [Document(text=text, id=doc_id) for doc_id, text in corpus]
     MinhashDedupSignature(output_folder=sigs, config=config).run(iter(docs), 0, 1)
     for bucket in range(config.num_buckets):
@@ -123,7 +125,7 @@ def run_datatrove(corpus: list[tuple[str, str]], workdir: str) -> tuple[set[str]
         )
     MinhashDedupCluster(input_folder=buckets, output_folder=clusters, config=config).run(None, 0, 1)
     kept = {doc.id for doc in MinhashDedupFilter(input_folder=clusters).run(iter(docs), 0, 1)}
-    seconds = time.perf_counter() - start
+    seconds = time.process_time() - start
     return {doc.id for doc in docs} - kept, seconds, hash_config.hash_fc
 
 
@@ -149,7 +151,7 @@ def main() -> None:
     ):
         found = sum(copy in removed or source in removed for copy, source in planted.items())
         recall = found / len(planted)
-        speed = f"{n / seconds:8.1f} docs/s"
+        speed = f"{n / seconds:8.1f} docs/CPU-s"
         print(f"{name:9s} {speed}  removed {len(removed)}  planted recall {recall:.3f}")
     union = ours | theirs
     result = {
