@@ -67,6 +67,12 @@ def _coerce(value: Any, hint: Any, path: str) -> Any:
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         if not isinstance(value, Mapping):
             raise ConfigError(f"'{path}' must be a mapping, got {value!r}")
+        own_parser = getattr(hint, "from_dict", None)
+        if callable(own_parser):  # a component that validates its own nested config
+            try:
+                return own_parser(dict(value), path)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"bad value in '{path}': {exc}") from exc
         return from_mapping(hint, value, path)
     return _coerce_scalar(value, hint, path)
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from lmforge.pipeline.filters.chain import FilterChainConfig
+from lmforge.pipeline.filters.dedup_exact import ExactDedupConfig
+from lmforge.pipeline.filters.minhash import MinHashConfig
+
 
 @dataclass(kw_only=True, slots=True)
 class CanaryConfig:
@@ -23,30 +27,42 @@ class CanaryConfig:
 
 
 @dataclass(kw_only=True, slots=True)
+class DedupConfig:
+    """Global deduplication across all partitions, after the filter chain."""
+
+    exact: ExactDedupConfig = field(default_factory=ExactDedupConfig)
+    "Exact duplicates: hash of the normalised text."
+    near: MinHashConfig = field(default_factory=MinHashConfig)
+    "Near duplicates: MinHash signatures with LSH banding."
+
+
+@dataclass(kw_only=True, slots=True)
 class DataConfig:
     paths: list[str] = field(default_factory=list)
     "Text/JSONL/Parquet files or globs, or `hf:NAME[:SPLIT]`; empty = the embedded corpus."
     text_field: str = "text"
     "Field or column holding the text in JSONL/Parquet/`datasets` sources."
-    min_chars: int = 200
-    "Documents shorter than this (after normalisation) are dropped."
-    max_chars: int = 1_000_000
-    "Documents longer than this are dropped."
     val_fraction: float = 0.05
     "Share of documents (by hash of the id) in the validation split."
     docs_per_shard: int = 5000
-    "Rows per output Parquet shard."
+    "Rows per output Parquet shard at most."
+    max_shard_mb: float = 256.0
+    "Text megabytes per output Parquet shard at most."
+    partition_docs: int = 2000
+    "Documents per Ray task of the filter chain."
     max_docs: int = 0
     "Stop after this many documents read (0 = no cap)."
     on_error: Literal["fail", "skip"] = "fail"
     "A file that cannot be read: fail the stage (default) or skip it and count it."
+    filters: FilterChainConfig = field(default_factory=FilterChainConfig)
+    "The cleaning chain, in order; each step has an `enabled` switch."
+    dedup: DedupConfig = field(default_factory=DedupConfig)
+    "Exact and near-duplicate removal."
     canaries: CanaryConfig = field(default_factory=CanaryConfig)
     "Memorisation canaries (off by default)."
 
     def __post_init__(self) -> None:
         if not 0.0 < self.val_fraction < 1.0:
             raise ValueError(f"data.val_fraction must be in (0, 1), got {self.val_fraction}")
-        if self.min_chars < 0 or self.max_chars <= self.min_chars:
-            raise ValueError("data.min_chars must be >= 0 and below data.max_chars")
-        if self.docs_per_shard <= 0:
-            raise ValueError("data.docs_per_shard must be positive")
+        if self.docs_per_shard <= 0 or self.partition_docs <= 0 or self.max_shard_mb <= 0:
+            raise ValueError("data.docs_per_shard, partition_docs and max_shard_mb must be > 0")

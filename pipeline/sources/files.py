@@ -64,6 +64,8 @@ def _read_text(path: Path) -> Iterator[Document]:
         raw = path.read_bytes()
     except OSError as exc:
         raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if not raw.strip():
+        raise SourceError(f"{path} is empty; remove it from data.paths or set data.on_error=skip")
     if b"\x00" in raw[:8192]:
         raise SourceError(f"{path} looks binary (NUL bytes), not text; remove it from data.paths")
     try:
@@ -81,14 +83,25 @@ def _read_jsonl(path: Path, text_field: str) -> Iterator[Document]:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                record = json.loads(line.decode("utf-8", errors="surrogateescape"))
+            except json.JSONDecodeError as exc:
                 raise SourceError(f"{path}:{number}: not valid JSON ({exc})") from exc
             if not isinstance(record, dict) or text_field not in record:
                 raise SourceError(f"{path}:{number}: no {text_field!r} field; set data.text_field")
             meta = {k: v for k, v in record.items() if k not in (text_field, "id")}
             doc_id = str(record.get("id", f"{path}#{number}"))
-            yield Document(id=doc_id, text=str(record[text_field]), source=str(path), meta=meta)
+            yield Document(
+                id=doc_id, text=_undecoded(str(record[text_field])), source=str(path), meta=meta
+            )
+
+
+def _undecoded(text: str) -> str | bytes:
+    """Text with bytes that were not UTF-8 goes back to bytes, for the normaliser to repair."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", errors="surrogateescape")
 
 
 def _read_parquet(path: Path, text_field: str) -> Iterator[Document]:

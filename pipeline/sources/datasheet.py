@@ -1,0 +1,85 @@
+"""What `clean` leaves for people: the datasheet, the excluded documents and the duplicates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from lmforge.pipeline.sources.config import DataConfig
+
+RISKS = (
+    "Web and documentation text over-represents English and US/European authors "
+    "(Bender et al. 2021; SLP3 10.10).",
+    "The toxicity filter is a lexical classifier: implicit toxicity passes, quoted or reclaimed "
+    "words are over-removed.",
+    "PII redaction is pattern-based (e-mail, phone, IP, Luhn-valid card numbers): names and "
+    "street addresses are not redacted.",
+    "Copyright status of the sources is not checked.",
+)
+
+
+def write_excluded(parts_dir: Path, out: Path) -> int:
+    """Merge the per-partition exclusion records into one file; returns the row count."""
+    tables = [pq.read_table(p) for p in sorted(parts_dir.glob("excluded-*.parquet"))]
+    table = pa.concat_tables(tables) if tables else pa.table({"id": pa.array([], pa.string())})
+    pq.write_table(table, out, compression="zstd")
+    return table.num_rows
+
+
+def write_duplicates(removed: dict[str, tuple[str, str]], out: Path) -> None:
+    """Every removed duplicate with the id of the document kept in its place."""
+    rows = [{"id": r, "kept_id": k, "kind": kind} for r, (k, kind) in sorted(removed.items())]
+    schema = pa.schema([("id", pa.string()), ("kept_id", pa.string()), ("kind", pa.string())])
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), out, compression="zstd")
+
+
+def _sources(cfg: DataConfig) -> str:
+    if not cfg.paths:
+        return "- the embedded default corpus: `pydoc_data.topics` and standard-library docstrings"
+    return "\n".join(f"- `{p}`" for p in cfg.paths)
+
+
+def write_datasheet(path: Path, cfg: DataConfig, summary: dict) -> None:
+    """A datasheet (after Gebru et al.): sources, sizes, filters and removal rates, risks."""
+    docs_in = max(summary["docs_in"], 1)
+    lines = [
+        "# Datasheet",
+        "## Sources",
+        _sources(cfg),
+        "## Sizes",
+        f"- documents read: {summary['docs_in']}",
+        f"- documents kept: {summary['docs_out']} (train {summary['train_docs']}, "
+        f"val {summary['val_docs']}); split by hash of the id, val share {cfg.val_fraction}",
+        f"- files skipped: {summary['files_skipped']}",
+        f"- canary documents planted: {summary['canary_docs']}",
+        "## Filters (in chain order)",
+        "| step | docs in | docs out | removed | removal rate |",
+        "|---|---|---|---|---|",
+    ]
+    for name, c in summary["filters"].items():
+        removed = c["docs_in"] - c["docs_out"]
+        rate = removed / c["docs_in"] if c["docs_in"] else 0.0
+        lines.append(f"| {name} | {c['docs_in']} | {c['docs_out']} | {removed} | {rate:.1%} |")
+    lines += ["## Removal by reason", "| reason | documents | share of input |", "|---|---|---|"]
+    for reason, n in sorted(summary["dropped_by_reason"].items(), key=lambda kv: -kv[1]):
+        lines.append(f"| {reason} | {n} | {n / docs_in:.1%} |")
+    pii = summary["filters"].get("pii", {}).get("events", {})
+    lines += [
+        "## Deduplication",
+        f"- exact duplicates removed: {summary['dropped_by_reason'].get('exact_duplicate', 0)}",
+        f"- near duplicates removed: {summary['dropped_by_reason'].get('near_duplicate', 0)} "
+        f"(MinHash, {cfg.dedup.near.bands} bands x {cfg.dedup.near.rows} rows, "
+        f"{cfg.dedup.near.shingle_words}-word shingles, Jaccard >= {cfg.dedup.near.threshold})",
+        f"- dedup index: {summary['dedup_index_bytes_per_doc']} bytes per document (hashes only)",
+        "## PII redactions",
+        *(f"- {kind}: {n}" for kind, n in sorted(pii.items()) if kind != "documents_changed"),
+        "## Languages",
+        f"- kept: {', '.join(cfg.filters.language.languages)} "
+        f"(confidence >= {cfg.filters.language.min_confidence})"
+        if cfg.filters.language.enabled
+        else "- language identification switched off",
+        "## Known risks",
+        *(f"- {r}" for r in RISKS),
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
