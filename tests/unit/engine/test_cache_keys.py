@@ -20,7 +20,7 @@ def keys(overrides, tmp_path):
 @pytest.mark.parametrize(
     "override, changed_stage",
     [
-        ("data.min_chars=150", "clean"),
+        ("data.filters.length.min_chars=150", "clean"),
         ("tokenizer.vocab_size=1000", "train_tokenizer"),
         ("train.lr=0.002", "pretrain"),
         ("model.n_layer=3", "pretrain"),
