@@ -1,0 +1,59 @@
+"""Running one stage for real (Ray, MLflow sqlite, the artifact store) on small data."""
+
+from __future__ import annotations
+
+import pytest
+from lmforge.pipeline.config import compose
+from lmforge.pipeline.execute import StageTask, execute_stage, load_stages
+from lmforge.pipeline.keys import cache_key
+from lmforge.pipeline.tracking import client, ensure_experiment
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def run_stage(tmp_path, local_ray):
+    """run_stage(name, overrides, inputs={upstream: artifact dir}) -> (artifact dir, summary)."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow = client(uri)
+    experiment = ensure_experiment(mlflow, "stages", (tmp_path / "art").as_uri())
+
+    def run(name: str, overrides: list[str], inputs: dict | None = None):
+        spec = load_stages()[name]
+        config = compose(["preset=tiny", *overrides])
+        sections = {}
+        for path in spec.config_sections:
+            node = config
+            for part in path.split("."):
+                node = node[part]
+            sections[path] = node
+        inputs = inputs or {}
+        input_keys = {k: v.name for k, v in inputs.items()}
+        key = cache_key(name, spec.version, sections, input_keys)
+        run_id = mlflow.create_run(experiment, run_name=name).info.run_id
+        task = StageTask(
+            stage=name,
+            key=key,
+            version=spec.version,
+            sections=sections,
+            typed_config=spec.parse_config(sections),
+            input_keys=input_keys,
+            input_dirs={k: str(v) for k, v in inputs.items()},
+            workdir=str(tmp_path),
+            store_root=str(tmp_path / "store"),
+            tracking_uri=uri,
+            mlflow_run_id=run_id,
+        )
+        result = execute_stage(task)
+        from pathlib import Path
+
+        return Path(result["artifact"]), result["summary"]
+
+    return run

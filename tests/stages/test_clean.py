@@ -1,0 +1,128 @@
+"""`clean` on small real files: bad input is named or skipped and counted, nothing partial is
+committed, documents are conserved, duplicates are traced to the document kept."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pyarrow.parquet as pq
+import pytest
+from lmforge.pipeline.sources.embedded import embedded_documents
+from lmforge.pipeline.sources.files import SourceError
+
+TOPICS = [d.text for d in embedded_documents() if 1500 < len(d.text) < 30000 and "{" not in d.text]
+
+
+def write_jsonl(path, texts):
+    with open(path, "w", encoding="utf-8") as handle:
+        for i, text in enumerate(texts):
+            handle.write(json.dumps({"id": f"doc{i}", "text": text}) + "\n")
+    return path
+
+
+@pytest.fixture
+def good_jsonl(tmp_path):
+    return write_jsonl(tmp_path / "good.jsonl", TOPICS[:50])
+
+
+def paths(*files):
+    """The override naming `files`, with a validation share that small corpora fill."""
+    return "data.paths=[" + ",".join(str(f) for f in files) + "]", "data.val_fraction=0.3"
+
+
+@pytest.mark.parametrize(
+    "name, content, cause",
+    [
+        ("empty.txt", b"", "is empty"),
+        ("binary.txt", b"\x7fELF\x00\x00\x01\x02" * 100, "looks binary"),
+        ("corrupt.parquet", b"PAR1 this is not parquet", "corrupt or unreadable Parquet"),
+        ("broken.jsonl", b'{"text": "ok"}\n{"text": oops\n', "not valid JSON"),
+    ],
+)
+def test_a_bad_file_fails_the_stage_naming_it_and_commits_nothing(
+    run_stage, tmp_path, good_jsonl, name, content, cause
+):
+    bad = tmp_path / name
+    bad.write_bytes(content)
+    with pytest.raises(SourceError, match=cause) as info:
+        run_stage("clean", [*paths(good_jsonl, bad)])
+    assert name in str(info.value)
+    assert not list((tmp_path / "store").rglob("*.parquet"))
+
+
+def test_a_missing_path_is_named(run_stage, tmp_path):
+    with pytest.raises(SourceError, match="nowhere.txt"):
+        run_stage("clean", [*paths(tmp_path / "nowhere.txt")])
+
+
+def test_with_on_error_skip_bad_files_are_skipped_and_counted(run_stage, tmp_path, good_jsonl):
+    (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "bin.txt").write_bytes(b"\x00\x01" * 50)
+    _, summary = run_stage(
+        "clean",
+        [*paths(good_jsonl, tmp_path / "empty.txt", tmp_path / "bin.txt"), "data.on_error=skip"],
+    )
+    assert summary["files_skipped"] == 2
+    assert summary["docs_out"] > 0
+
+
+def test_invalid_utf8_is_repaired_or_dropped_and_counted(run_stage, tmp_path, good_jsonl):
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes(TOPICS[55].encode("utf-8") + " caf\xe9 cr\xe8me".encode("latin-1"))
+    _, repaired = run_stage("clean", [*paths(good_jsonl, latin1)])
+    assert repaired["filters"]["normalize"]["events"]["invalid_utf8_repaired"] == 1
+    _, dropped = run_stage(
+        "clean", [*paths(good_jsonl, latin1), "data.filters.normalize.on_invalid_utf8=drop"]
+    )
+    assert dropped["dropped_by_reason"]["invalid_utf8"] == 1
+
+
+def test_a_fifty_megabyte_line_is_dropped_by_length_not_a_crash(run_stage, tmp_path, good_jsonl):
+    huge = tmp_path / "huge.txt"
+    huge.write_text("word " * 10_000_000, encoding="utf-8")
+    _, summary = run_stage("clean", [*paths(good_jsonl, huge)])
+    assert summary["dropped_by_reason"]["length_too_many_chars"] == 1
+
+
+def test_documents_in_equal_kept_plus_dropped_by_reason(run_stage, good_jsonl):
+    artifact, summary = run_stage("clean", [*paths(good_jsonl)])
+    dropped = sum(summary["dropped_by_reason"].values())
+    assert summary["docs_in"] == summary["docs_out"] + dropped == 50
+    rows = sum(pq.read_metadata(p).num_rows for p in artifact.glob("*-*.parquet"))
+    assert rows == summary["docs_out"]
+    excluded = pq.read_table(artifact / "excluded.parquet").to_pylist()
+    duplicates = pq.read_table(artifact / "duplicates.parquet").to_pylist()
+    assert len(excluded) + len(duplicates) == dropped
+
+
+def test_planted_near_duplicates_are_removed_and_traced_to_the_kept_document(run_stage, tmp_path):
+    rng = random.Random(0)
+    originals = TOPICS[:40]
+    copies = []
+    for text in originals[:20]:
+        words = text.split(" ")
+        for i in rng.sample(range(len(words)), len(words) // 50):
+            words[i] = "zebra"
+        copies.append(" ".join(words) + "\nSubscribe to our newsletter for more updates today.")
+    data = write_jsonl(tmp_path / "dups.jsonl", originals + copies)
+    artifact, summary = run_stage("clean", [*paths(data)])
+    duplicates = {
+        r["id"]: r["kept_id"] for r in pq.read_table(artifact / "duplicates.parquet").to_pylist()
+    }
+    excluded = {r["id"] for r in pq.read_table(artifact / "excluded.parquet").to_pylist()}
+    planted = {
+        f"doc{40 + i}": f"doc{i}"
+        for i in range(20)
+        if f"doc{40 + i}" not in excluded and f"doc{i}" not in excluded
+    }
+    assert len(planted) >= 10, "the filter chain should let most planted pairs through"
+    found = sum(
+        duplicates.get(copy) == orig or duplicates.get(orig) == copy
+        for copy, orig in planted.items()
+    )
+    assert found / len(planted) >= 0.9
+    wrongly_merged = [d for d in duplicates if d not in planted and d not in planted.values()]
+    assert len(wrongly_merged) <= 0.01 * len(originals) + 1e-9
+    datasheet = (artifact / "datasheet.md").read_text()
+    assert "near duplicates removed" in datasheet and "Known risks" in datasheet
