@@ -56,6 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     tok = with_overrides(sub.add_parser("tokenize-text", help="show the tokens of a string"))
     tok.add_argument("text")
     tok.add_argument("--run", default="latest", help="pipeline run id (default: latest)")
+    inspect = sub.add_parser("inspect", help="documents a clean filter removed")
+    inspect.add_argument("stage", choices=["clean"])
+    with_overrides(inspect)
+    inspect.add_argument("--filter", help="only this step or reason (e.g. gopher_quality, c4)")
+    inspect.add_argument("--limit", type=int, default=5, help="documents shown per reason")
+    inspect.add_argument("--run", default="latest", help="pipeline run id (default: latest)")
     for module in EXTENSION_MODULES:
         importlib.import_module(module).register(sub, with_overrides)
     return parser
@@ -99,6 +105,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         "ui": commands.ui,
         "sample": commands.sample,
         "tokenize-text": commands.tokenize_text,
+        "inspect": commands.inspect_clean,
     }
     handler = handlers.get(args.command) or args.handler
     return handler(args, config)

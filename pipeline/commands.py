@@ -120,3 +120,37 @@ def tokenize_text(args: argparse.Namespace, config: dict) -> int:
     tok = load_tokenizer(_artifact(config, args.run, "train_tokenizer"))
     print(format_tokens(describe_tokens(tok, args.text)))
     return 0
+
+
+def inspect_clean(args: argparse.Namespace, config: dict) -> int:
+    """Sampled documents each filter removed, and duplicates with the document kept."""
+    import pyarrow.parquet as pq
+
+    artifact = _artifact(config, args.run, "clean")
+    excluded = pq.read_table(artifact / "excluded.parquet").to_pylist()
+    duplicates = pq.read_table(artifact / "duplicates.parquet").to_pylist()
+    for row in duplicates:
+        excluded.append(
+            {
+                "id": row["id"],
+                "step": "dedup",
+                "reason": row["kind"],
+                "snippet": f"(same as {row['kept_id']})",
+                "source": "",
+            }
+        )
+    wanted = args.filter
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in excluded:
+        if wanted and wanted not in (row["step"], row["reason"]):
+            continue
+        groups.setdefault((row["step"], row["reason"]), []).append(row)
+    if not groups:
+        print(f"no document was removed{f' by {wanted}' if wanted else ''} in {artifact}")
+        return 0
+    for (step, reason), rows in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        print(f"== {step} / {reason}: {len(rows)} documents")
+        for row in rows[: args.limit]:
+            snippet = " ".join(str(row["snippet"]).split())[:160]
+            print(f"  {row['id']}: {snippet}")
+    return 0
