@@ -1,0 +1,53 @@
+"""Resuming on another number of workers continues at the same step, reads the same global order
+of windows and restores the optimizer state: its losses equal the uninterrupted 2-worker run's.
+
+Also the two ways a run continues from its checkpoint directory: a run that was interrupted, and
+a finished run whose max_steps was raised.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fault.training_runs import BASE, assert_same_losses, train_config
+
+from lmforge.pipeline.training.checkpoint import latest_valid_checkpoint
+from lmforge.pipeline.training.driver import PretrainingError
+from lmforge.pipeline.training.fault import FaultInjection
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_finished_2_worker_run_continues_on_1_worker_when_max_steps_is_raised(
+    runs, reference, tmp_path
+):
+    checkpoints = tmp_path / "checkpoints"
+    first = runs.train("two", train_config(max_steps=6), checkpoint_dir=checkpoints)
+    assert first["steps"] == 6 and first["world_size"] == 2
+    assert first["resumed_from_step"] is None
+
+    resumed = runs.train(
+        "one", train_config(max_steps=12, num_workers=1), checkpoint_dir=checkpoints
+    )
+    assert resumed["resumed_from_step"] == 6
+    assert resumed["world_size"] == 1 and resumed["steps"] == BASE.max_steps
+    assert resumed["tokens"] == BASE.max_steps * BASE.global_batch_size * 32
+    assert_same_losses(resumed["losses"], reference["losses"])
+
+
+def test_an_interrupted_1_worker_zero3_run_continues_on_2_workers(runs, reference, tmp_path):
+    checkpoints = tmp_path / "checkpoints"
+    with pytest.raises(PretrainingError, match="rerunning continues from the newest"):
+        runs.train(
+            "one",
+            train_config(num_workers=1, zero_stage=3, max_failures=0),
+            checkpoint_dir=checkpoints,
+            fault=FaultInjection(kill_rank=0, kill_at_step=6, once_file=str(tmp_path / "k")),
+        )
+    assert latest_valid_checkpoint(checkpoints).name == "step_000004"
+
+    resumed = runs.train(
+        "two", train_config(num_workers=2, zero_stage=3), checkpoint_dir=checkpoints
+    )
+    assert resumed["resumed_from_step"] == 4 and resumed["world_size"] == 2
+    assert_same_losses(resumed["losses"], reference["losses"])
+    assert resumed["final_loss"] < resumed["initial_loss"]

@@ -1,0 +1,81 @@
+"""Helpers of the kill-and-resume tests: tiny learnable token shards, a tiny model with a constant
+learning rate, and a wrapper that gives every run its own directories.
+
+The learning rate is constant (warmup 0, min_lr = lr) so that a run's trajectory does not depend
+on `max_steps`: a finished run whose max_steps is raised must then continue exactly like a run
+that was given the larger max_steps from the start. The schedules are unit-tested on their own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from lmforge.model.config import ModelConfig
+from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.driver import run_pretraining
+from lmforge.tokenizer.shards import TokenShardWriter
+
+VOCAB = 64
+MODEL = ModelConfig(vocab_size=VOCAB, block_size=32, d_model=32, n_head=2, n_layer=2, d_ff=64)
+BASE = TrainConfig(
+    max_steps=12,
+    global_batch_size=8,
+    micro_batch_size=2,
+    num_workers=2,
+    zero_stage=2,
+    lr=3e-3,
+    min_lr=3e-3,
+    warmup_steps=0,
+    checkpoint_every=4,
+    keep_checkpoints=3,
+    log_every=1,
+    seed=7,
+    max_failures=0,
+    cpus_per_worker=1,
+)
+
+
+def train_config(**overrides) -> TrainConfig:
+    return dataclasses.replace(BASE, **overrides)
+
+
+def write_token_shards(directory: Path, n_docs: int = 200, seed: int = 0) -> Path:
+    """Documents that are arithmetic progressions mod the vocabulary: easy to learn."""
+    rng = np.random.default_rng(seed)
+    docs = [
+        [0] + [int((start + k * stride) % (VOCAB - 1) + 1) for k in range(40)]
+        for start, stride in zip(
+            rng.integers(1, VOCAB, n_docs), rng.integers(1, 5, n_docs), strict=True
+        )
+    ]
+    with TokenShardWriter(directory, "train", 0, VOCAB) as writer:
+        writer.write_documents(docs)
+    return directory
+
+
+class Runs:
+    """Calls run_pretraining with its own out/checkpoint/storage directories under `root`."""
+
+    def __init__(self, root: Path, data_dir: Path) -> None:
+        self.root, self.data_dir = root, data_dir
+        self.storage = root / "ray_storage"
+
+    def train(self, name: str, cfg: TrainConfig, *, checkpoint_dir: Path | None = None, **kw):
+        return run_pretraining(
+            model_cfg=MODEL,
+            train_cfg=cfg,
+            data_dir=str(self.data_dir),
+            out_dir=str(self.root / name / "model"),
+            checkpoint_dir=str(checkpoint_dir or self.root / name / "checkpoints"),
+            storage_path=str(self.storage),
+            **kw,
+        )
+
+
+def assert_same_losses(actual: list[float], expected: list[float], rel: float = 1e-3) -> None:
+    assert len(actual) == len(expected)
+    for step, (a, e) in enumerate(zip(actual, expected, strict=True), start=1):
+        assert abs(a - e) <= rel * abs(e), f"step {step}: loss {a} vs uninterrupted {e}"
