@@ -20,7 +20,14 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> None:
     if address:
         kwargs["address"] = address
     else:
-        kwargs.update(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False)
+        # A fresh local runtime ("local": never attach to another cluster running on this
+        # machine), on loopback whatever interfaces the machine has.
+        kwargs.update(
+            address="local",
+            num_cpus=num_cpus or os.cpu_count(),
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+        )
     try:
         ray.init(**kwargs)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:

@@ -75,7 +75,9 @@ def pretrain(ctx: StageContext) -> dict:
         model, ctx.out_dir / "hf", str(ctx.input("train_tokenizer")), eos_token_id=eot_id(tok)
     )
     (ctx.out_dir / "training_summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    result = {k: v for k, v in summary.items() if isinstance(v, int | float | str)}
+    result = {
+        k: v for k, v in summary.items() if isinstance(v, int | float | str) and k != "model_dir"
+    }
     result["export_format"] = export.format
     result["checkpoint_dir"] = str(checkpoint_dir)
     return result

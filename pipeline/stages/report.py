@@ -46,7 +46,9 @@ def _loss_plot(pretrain_dir: Path, out: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot([p[0] for p in losses], [p[1] for p in losses])
+    steps = [p[0] if isinstance(p, list | tuple) else i + 1 for i, p in enumerate(losses)]
+    values = [p[1] if isinstance(p, list | tuple) else p for p in losses]
+    ax.plot(steps, values)
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (nats/token)")
     ax.set_title("Loss curve")
