@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -62,6 +63,17 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--filter", help="only this step or reason (e.g. gopher_quality, c4)")
     inspect.add_argument("--limit", type=int, default=5, help="documents shown per reason")
     inspect.add_argument("--run", default="latest", help="pipeline run id (default: latest)")
+    evaluate = sub.add_parser("eval", help="evaluate a trained model on your own data")
+    evaluate.add_argument("metric", choices=["perplexity"])
+    with_overrides(evaluate)
+    evaluate.add_argument(
+        "--data", required=True, action="append", help="a text/JSONL/Parquet file (repeatable)"
+    )
+    evaluate.add_argument("--run", default="latest", help="pipeline run id (default: latest)")
+    evaluate.add_argument("--stride", type=int, default=0, help="window stride (0 = block size)")
+    report = with_overrides(sub.add_parser("report", help="print the model card's path"))
+    report.add_argument("--run", default="latest", help="pipeline run id (default: latest)")
+    report.add_argument("--print", action="store_true", help="print the model card itself")
     for module in EXTENSION_MODULES:
         importlib.import_module(module).register(sub, with_overrides)
     return parser
@@ -76,8 +88,15 @@ def _config(args: argparse.Namespace) -> dict:
     return config
 
 
+OVERRIDE = re.compile(r"^[A-Za-z_][\w.]*=")
+"""A `key=value` config override; they may stand anywhere on the command line."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    overrides = [a for a in argv if OVERRIDE.match(a)]
+    args = _parser().parse_args([a for a in argv if not OVERRIDE.match(a)])
+    args.overrides = overrides
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         return _dispatch(args)
@@ -106,6 +125,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         "sample": commands.sample,
         "tokenize-text": commands.tokenize_text,
         "inspect": commands.inspect_clean,
+        "eval": commands.eval_perplexity,
+        "report": commands.report,
     }
     handler = handlers.get(args.command) or args.handler
     return handler(args, config)

@@ -154,3 +154,34 @@ def inspect_clean(args: argparse.Namespace, config: dict) -> int:
             snippet = " ".join(str(row["snippet"]).split())[:160]
             print(f"  {row['id']}: {snippet}")
     return 0
+
+
+def eval_perplexity(args: argparse.Namespace, config: dict) -> int:
+    """Perplexity and bits per byte of a run's model on the user's documents."""
+    from lmforge.pipeline.sources.files import expand_paths, read_source
+    from lmforge.pipeline.stages.trained_model import TrainedModel, score_documents
+
+    trained = TrainedModel(
+        _artifact(config, args.run, "pretrain"), _artifact(config, args.run, "train_tokenizer")
+    )
+    field = config["data"]["text_field"]
+    texts = (
+        doc.text
+        for path in expand_paths(args.data)
+        for doc in read_source(path, field)
+        if isinstance(doc.text, str)
+    )
+    score = score_documents(trained, texts, args.stride)
+    if not score.tokens:
+        raise LmforgeError(f"no text to score in {' '.join(args.data)}")
+    print(f"documents      {score.documents}")
+    print(f"tokens         {score.tokens}")
+    print(f"perplexity     {score.perplexity:.3f}")
+    print(f"bits per byte  {score.bits_per_byte:.4f}")
+    return 0
+
+
+def report(args: argparse.Namespace, config: dict) -> int:
+    card = _artifact(config, args.run, "report") / "model_card.md"
+    print(card.read_text(encoding="utf-8") if args.print else card)
+    return 0

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+
 from lmforge.pipeline.filters.document import Document
 from lmforge.pipeline.sources.config import DataConfig
 from lmforge.pipeline.sources.embedded import embedded_documents
@@ -64,6 +65,7 @@ def partitions(cfg: DataConfig, counts: Counter) -> Iterator[list[Document]]:
 def run_filter_partitions(cfg: DataConfig, parts_dir: Path, counts: Counter) -> list:
     """Phase 1 on Ray with bounded documents in flight; results in partition order."""
     import ray
+
     from lmforge.pipeline.filters.partition import filter_partition
 
     remote = ray.remote(filter_partition).options(num_cpus=1)
@@ -102,6 +104,7 @@ def resolve_duplicates(cfg: DataConfig, results: list) -> dict[str, tuple[str, s
 @stage(name="clean", config=("data",), parse_config=parse, version="2", num_cpus=0)
 def clean(ctx: StageContext) -> dict:
     import ray
+
     from lmforge.pipeline.filters.base import FilterCounts
     from lmforge.pipeline.filters.chain import dropped_by_reason, merge_chain_counts
     from lmforge.pipeline.filters.minhash import index_bytes_per_document
@@ -184,6 +187,7 @@ def plant_canaries(cfg: DataConfig, out_dir: Path) -> int:
     """Write each canary `repeats` times as train documents; record them for `harm`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     from lmforge.pipeline.probes.memorisation import canaries_to_records, make_canaries
     from lmforge.pipeline.sources.parquet_shards import SCHEMA
 

@@ -16,6 +16,8 @@ class PerplexityConfig:
     "Sliding-window stride in tokens (0 = the model's block size)."
     max_tokens: int = 200_000
     "Validation tokens scored at most (0 = all)."
+    max_documents: int = 200
+    "Validation documents scored one by one and written for lm-evaluation-harness (0 = all)."
     ngram_k: float = 0.1
     "Add-k smoothing of the unigram/bigram baselines."
 
@@ -26,6 +28,7 @@ def parse(sections: dict) -> PerplexityConfig:
 
 def _stream(data_dir, split: str, max_tokens: int):
     import numpy as np
+
     from lmforge.tokenizer.dataset import TokenDataset
 
     dataset = TokenDataset(data_dir, split, block_size=1)
@@ -41,21 +44,24 @@ def _stream(data_dir, split: str, max_tokens: int):
 
 @stage(
     name="perplexity",
-    inputs=("pretrain", "tokenize", "train_tokenizer"),
+    inputs=("pretrain", "tokenize", "train_tokenizer", "clean"),
     config=("eval.perplexity",),
     parse_config=parse,
-    version="1",
+    version="2",
     num_cpus=0.5,
 )
 def perplexity(ctx: StageContext) -> dict:
     import torch
+
     from lmforge.model.gpt import GPT
     from lmforge.model.perplexity import token_nll
     from lmforge.pipeline.probes.minimal_pairs import minimal_pair_accuracy
     from lmforge.pipeline.probes.ngram import ngram_baselines
     from lmforge.pipeline.probes.perplexity_math import bits_per_byte
     from lmforge.pipeline.probes.scaling import loss_from_params, loss_from_tokens
-    from lmforge.pipeline.stages.trained_model import TrainedModel
+    from lmforge.pipeline.sources.parquet_shards import iter_texts
+    from lmforge.pipeline.stages.lm_eval_task import write_task
+    from lmforge.pipeline.stages.trained_model import TrainedModel, score_documents
 
     cfg: PerplexityConfig = ctx.config
     trained = TrainedModel(ctx.input("pretrain"), ctx.input("train_tokenizer"))
@@ -80,6 +86,13 @@ def perplexity(ctx: StageContext) -> dict:
     }
     train, _ = _stream(ctx.input("tokenize"), "train", 2_000_000)
     stats.update(ngram_baselines([train], [val], model.config.vocab_size, k=cfg.ngram_k))
+    docs = list(iter_texts(ctx.input("clean"), "val"))[: cfg.max_documents or None]
+    per_doc = score_documents(trained, docs, cfg.stride)
+    stats["val_doc_perplexity"] = per_doc.perplexity
+    stats["val_doc_bits_per_byte"] = per_doc.bits_per_byte
+    stats["val_doc_tokens"] = per_doc.tokens
+    task_dir = ctx.out_dir / "lm_eval"
+    write_task(task_dir, ctx.out_dir.parent / ctx.key / "lm_eval", docs)
     pairs = minimal_pair_accuracy(trained.logprobs)
     stats["minimal_pair_accuracy"] = pairs["accuracy"]
     n_params = model.num_parameters(non_embedding=True)

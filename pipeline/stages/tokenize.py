@@ -14,6 +14,7 @@ from lmforge.pipeline.stages.train_tokenizer import parse
 
 def _tokenize_shard(tokenizer_dir: str, parquet_path: str, out_dir: str, split: str, index: int):
     import pyarrow.parquet as pq
+
     from lmforge.tokenizer.partition import tokenize_partition
 
     def texts():

@@ -3,9 +3,13 @@ eval stages share (continuations, sentence log-probabilities)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
 from lmforge.model.generate import SamplingConfig, generate
 from lmforge.model.gpt import GPT
 from lmforge.model.weights import load_model_dir
@@ -41,3 +45,40 @@ class TrainedModel:
             logp = torch.log_softmax(logits.float(), dim=-1)
             scores.append(float(logp.gather(-1, ids[:, 1:].unsqueeze(-1)).sum()))
         return scores
+
+
+@dataclass(slots=True)
+class DocumentScore:
+    """Summed negative log-likelihood of documents, each scored on its own from end-of-text."""
+
+    nll: float
+    tokens: int
+    bytes: int
+    documents: int
+
+    @property
+    def perplexity(self) -> float:
+        return math.exp(self.nll / self.tokens) if self.tokens else float("nan")
+
+    @property
+    def bits_per_byte(self) -> float:
+        return self.nll / (math.log(2) * self.bytes) if self.bytes else float("nan")
+
+
+def score_documents(trained: TrainedModel, texts: Iterable[str], stride: int = 0) -> DocumentScore:
+    """Each text read as a document ([EOT] + tokens), sliding windows of the model's block size;
+    the same windows as lm-evaluation-harness's rolling log-likelihood when stride = block."""
+    from lmforge.model.perplexity import token_nll
+
+    block = trained.model.config.block_size
+    score = DocumentScore(0.0, 0, 0, 0)
+    for text in texts:
+        ids = torch.tensor(encode_document(trained.tok, text))
+        if ids.numel() < 2:
+            continue
+        nll, n = token_nll(trained.model, ids, block, stride or block)
+        score.nll += nll
+        score.tokens += n
+        score.bytes += len(text.encode("utf-8"))
+        score.documents += 1
+    return score
