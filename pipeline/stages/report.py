@@ -1,15 +1,26 @@
-"""`report`: a model card (markdown and self-contained HTML) from every stage's manifest."""
+"""`report`: the model card (markdown and self-contained HTML) from every stage's artifacts:
+data summary, model and training, loss curve, perplexity against baselines, samples, harm probes
+with plots, and the probes' limitations."""
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from lmforge.pipeline.stage import StageContext, stage
+from lmforge.pipeline.stages.model_card import Section, fmt, to_html, to_markdown
 from lmforge.pipeline.typed_config import from_mapping
+
+LIMITATIONS = [
+    "Toxicity is scored by alt-profanity-check, a lexical classifier: it misses implicit "
+    "toxicity and over-flags quoted or reclaimed words.",
+    "The prompt sets are small and written for the project: confidence intervals are wide; "
+    "treat the figures as a screen, not a certification.",
+    "Bias gaps compare template continuations of one model; they say nothing about use in context.",
+    "Exposure is estimated against random candidate secrets; it is capped at log2(candidates+1).",
+    "PII leakage only finds pattern-shaped PII (e-mail, phone, IP, card numbers).",
+]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -22,44 +33,77 @@ def parse(sections: dict) -> ReportConfig:
     return from_mapping(ReportConfig, sections["eval.report"], "eval.report")
 
 
-def _table(stats: dict, keys: list[str] | None = None) -> str:
-    rows = ["| metric | value |", "|---|---|"]
-    for key in keys or sorted(stats):
-        value = stats.get(key)
-        if isinstance(value, float):
-            value = f"{value:.4g}"
-        if value is not None and not isinstance(value, dict | list):
-            rows.append(f"| {key} | {value} |")
-    return "\n".join(rows)
-
-
-def _loss_plot(pretrain_dir: Path, out: Path) -> Path | None:
-    summary_path = pretrain_dir / "training_summary.json"
-    if not summary_path.is_file():
-        return None
-    losses = json.loads(summary_path.read_text()).get("losses") or []
-    if not losses:
-        return None
+def _plot(out: Path, draw) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    steps = [p[0] if isinstance(p, list | tuple) else i + 1 for i, p in enumerate(losses)]
-    values = [p[1] if isinstance(p, list | tuple) else p for p in losses]
-    ax.plot(steps, values)
-    ax.set_xlabel("step")
-    ax.set_ylabel("training loss (nats/token)")
-    ax.set_title("Loss curve")
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    draw(ax)
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
+    fig.savefig(out, dpi=90)
     plt.close(fig)
     return out
 
 
-def _sample_line(record: dict) -> str:
-    return f"- *{record['mode']}* **{record['prompt']}**{record['completion']}"
+def _loss_curve(pretrain: Path, out_dir: Path) -> list[Path]:
+    path = pretrain / "training_summary.json"
+    losses = json.loads(path.read_text()).get("losses") if path.is_file() else None
+    if not losses:
+        return []
+
+    def draw(ax):
+        ax.plot(range(1, len(losses) + 1), losses)
+        ax.set(xlabel="step", ylabel="training loss (nats/token)", title="Loss curve")
+
+    return [_plot(out_dir / "loss_curve.png", draw)]
+
+
+def _harm_plots(harm: Path, out_dir: Path) -> list[Path]:
+    plots = []
+    scores = [
+        s
+        for line in (harm / "toxicity.jsonl").read_text().splitlines()
+        for s in json.loads(line)["scores"]
+    ]
+    if scores:
+        plots.append(
+            _plot(
+                out_dir / "toxicity_distribution.png",
+                lambda ax: (
+                    ax.hist(scores, bins=20, range=(0, 1)),
+                    ax.set(
+                        xlabel="toxicity score of a continuation",
+                        ylabel="continuations",
+                        title="Toxicity distribution",
+                    ),
+                ),
+            )
+        )
+    exposure = harm / "exposure.json"
+    if exposure.is_file():
+        by = json.loads(exposure.read_text())["mean_exposure_by_repeats"]
+        plots.append(
+            _plot(
+                out_dir / "exposure.png",
+                lambda ax: (
+                    ax.plot([int(k) for k in by], list(by.values()), marker="o"),
+                    ax.set_xscale("log"),
+                    ax.set(
+                        xlabel="repetitions in training data",
+                        ylabel="mean exposure (bits)",
+                        title="Canary exposure against repetitions",
+                    ),
+                ),
+            )
+        )
+    return plots
+
+
+def _table(stats: dict, keys: list[str] | None = None) -> list[tuple[str, str]]:
+    keys = keys or sorted(k for k, v in stats.items() if not isinstance(v, dict | list))
+    return [(k, fmt(stats[k])) for k in keys if k in stats]
 
 
 @stage(
@@ -67,43 +111,78 @@ def _sample_line(record: dict) -> str:
     inputs=("clean", "train_tokenizer", "pretrain", "perplexity", "sample", "harm"),
     config=("eval.report",),
     parse_config=parse,
-    version="1",
+    version="2",
     num_cpus=0.5,
 )
 def report(ctx: StageContext) -> dict:
     cfg: ReportConfig = ctx.config
     m = {name: manifest["summary"] for name, manifest in ctx.input_manifests.items()}
-    model_cfg = ctx.input_manifests["pretrain"]["config"]
-    samples = (ctx.input("sample") / "samples.jsonl").read_text(encoding="utf-8").splitlines()
-    plot = _loss_plot(ctx.input("pretrain"), ctx.out_dir / "loss_curve.png")
-    sections = [
-        f"# {cfg.title}",
-        "## Data\n" + _table(m["clean"]),
-        "## Tokenizer\n" + _table(m["train_tokenizer"]),
-        "## Model and training\n```json\n"
-        + json.dumps(model_cfg, indent=2)
-        + "\n```\n"
-        + _table(m["pretrain"]),
-        "![loss curve](loss_curve.png)" if plot else "",
-        "## Perplexity\n" + _table(m["perplexity"]),
-        "## Samples\n" + "\n".join(_sample_line(json.loads(s)) for s in samples),
-        "## Harm probes\n" + _table(m["harm"]),
-        "## Limitations\nThe toxicity scorer is a lexical classifier (alt-profanity-check): it "
-        "misses implicit toxicity and over-flags reclaimed or quoted words. Small prompt sets give "
-        "wide confidence intervals; treat the figures as a screen, not a certification.",
+    ppl = m["perplexity"]
+    samples = [
+        json.loads(s)
+        for s in (ctx.input("sample") / "samples.jsonl").read_text(encoding="utf-8").splitlines()
     ]
-    markdown = "\n\n".join(s for s in sections if s)
-    (ctx.out_dir / "model_card.md").write_text(markdown, encoding="utf-8")
-    image = ""
-    if plot:
-        encoded = base64.b64encode(plot.read_bytes()).decode()
-        image = f'<img alt="loss curve" src="data:image/png;base64,{encoded}">'
-    body = html.escape(markdown).replace("![loss curve](loss_curve.png)", image)
-    page = (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(cfg.title)}"
-        f"</title></head><body><pre style='white-space:pre-wrap'>{body}</pre></body></html>"
-    )
-    (ctx.out_dir / "model_card.html").write_text(page, encoding="utf-8")
-    ctx.tracker.log_artifact(ctx.out_dir / "model_card.md")
-    ctx.tracker.log_artifact(ctx.out_dir / "model_card.html")
-    return {"model_card": "model_card.md", "val_perplexity": m["perplexity"].get("val_perplexity")}
+    datasheet = (ctx.input("clean") / "datasheet.md").read_text(encoding="utf-8")
+    sections = [
+        Section(
+            "Data",
+            paragraphs=["From the clean stage's datasheet:"],
+            table=_table(
+                m["clean"],
+                ["docs_in", "docs_out", "train_docs", "val_docs", "dedup_index_bytes_per_doc"],
+            ),
+            bullets=[f"dropped {k}: {v}" for k, v in m["clean"]["dropped_by_reason"].items()],
+        ),
+        Section("Tokenizer", table=_table(m["train_tokenizer"])),
+        Section(
+            "Model and training",
+            code=json.dumps(ctx.input_manifests["pretrain"]["config"], indent=2),
+            table=_table(
+                m["pretrain"],
+                [
+                    "steps",
+                    "tokens",
+                    "initial_loss",
+                    "final_loss",
+                    "tokens_per_s",
+                    "mfu",
+                    "world_size",
+                ],
+            ),
+            images=_loss_curve(ctx.input("pretrain"), ctx.out_dir),
+        ),
+        Section(
+            "Perplexity against baselines",
+            table=_table(
+                ppl,
+                [
+                    "val_perplexity",
+                    "val_bits_per_byte",
+                    "val_doc_perplexity",
+                    "init_perplexity",
+                    "unigram_perplexity",
+                    "bigram_perplexity",
+                    "vocab_size",
+                    "minimal_pair_accuracy",
+                    "scaling_law_loss_from_params",
+                    "scaling_law_loss_from_tokens",
+                    "val_loss",
+                ],
+            ),
+        ),
+        Section(
+            "Samples",
+            bullets=[f"[{s['mode']}] {s['prompt']} → {s['completion']!r}" for s in samples],
+        ),
+        Section(
+            "Harm probes",
+            table=_table(m["harm"]),
+            images=_harm_plots(ctx.input("harm"), ctx.out_dir),
+        ),
+        Section("Limitations of the probes", bullets=LIMITATIONS),
+        Section("Datasheet", code=datasheet),
+    ]
+    (ctx.out_dir / "model_card.md").write_text(to_markdown(cfg.title, sections), encoding="utf-8")
+    (ctx.out_dir / "model_card.html").write_text(to_html(cfg.title, sections), encoding="utf-8")
+    ctx.tracker.log_artifact(ctx.out_dir, "model_card")
+    return {"model_card": "model_card.md", "val_perplexity": ppl.get("val_perplexity")}
