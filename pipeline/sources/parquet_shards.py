@@ -71,12 +71,15 @@ def shard_paths(clean_dir: Path, split: str) -> list[Path]:
     return sorted(clean_dir.glob(f"{split}-*.parquet"))
 
 
-def iter_texts(clean_dir: Path, split: str, batch_size: int = 1024) -> Iterator[str]:
+def iter_texts(
+    clean_dir: Path, split: str, batch_size: int = 1024, exclude_sources: tuple[str, ...] = ()
+) -> Iterator[str]:
     """Stream the texts of one split, shard by shard, batch by batch."""
     for path in shard_paths(clean_dir, split):
         parquet = pq.ParquetFile(path)
-        for batch in parquet.iter_batches(batch_size=batch_size, columns=["text"]):
-            yield from batch.column(0).to_pylist()
+        for batch in parquet.iter_batches(batch_size=batch_size, columns=["text", "source"]):
+            texts, sources = batch.column(0).to_pylist(), batch.column(1).to_pylist()
+            yield from (t for t, s in zip(texts, sources, strict=True) if s not in exclude_sources)
 
 
 def iter_text_batches(clean_dir: Path, split: str, batch_size: int = 1024) -> Iterator[list[str]]:

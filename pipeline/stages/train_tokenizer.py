@@ -22,7 +22,7 @@ def parse(sections: dict) -> TokenizerConfig:
     inputs=("clean",),
     config=("tokenizer",),
     parse_config=parse,
-    version="1",
+    version="2",
     num_cpus=1,
 )
 def train_tokenizer(ctx: StageContext) -> dict:
@@ -31,7 +31,9 @@ def train_tokenizer(ctx: StageContext) -> dict:
     from lmforge.tokenizer.train import train_bpe
 
     clean_dir = ctx.input("clean")
-    tok = train_bpe(iter_texts(clean_dir, "train"), ctx.config)
+    # Planted canaries stay out of the vocabulary: a secret learned as one token would look
+    # memorised to the exposure probe without being memorised.
+    tok = train_bpe(iter_texts(clean_dir, "train", exclude_sources=("canary",)), ctx.config)
     save_tokenizer(tok, ctx.out_dir, model_max_length=1 << 20)
     stats = tokenizer_stats(tok, islice(iter_texts(clean_dir, "val"), STATS_DOCS))
     ctx.tracker.log_metrics({f"val_{k}": v for k, v in stats.items()})
