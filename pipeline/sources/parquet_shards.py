@@ -80,10 +80,3 @@ def iter_texts(
         for batch in parquet.iter_batches(batch_size=batch_size, columns=["text", "source"]):
             texts, sources = batch.column(0).to_pylist(), batch.column(1).to_pylist()
             yield from (t for t, s in zip(texts, sources, strict=True) if s not in exclude_sources)
-
-
-def iter_text_batches(clean_dir: Path, split: str, batch_size: int = 1024) -> Iterator[list[str]]:
-    for path in shard_paths(clean_dir, split):
-        parquet = pq.ParquetFile(path)
-        for batch in parquet.iter_batches(batch_size=batch_size, columns=["text"]):
-            yield batch.column(0).to_pylist()
