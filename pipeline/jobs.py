@@ -37,8 +37,9 @@ PACKAGES = ("pipeline", "model", "tokenizer", "conf")
 """Subpackages of `lmforge` shipped as the job's working_dir."""
 FORWARDED_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME")
 """Variables passed on to the job when set here (never credentials)."""
-STOP_ENV = {"RAY_JOB_STOP_SIGNAL": "SIGINT", "RAY_JOB_STOP_WAIT_TIME_S": "60"}
-"""`lmforge stop` interrupts the driver like Ctrl-C, so it marks its MLflow runs KILLED."""
+STOP_ENV = {"RAY_JOB_STOP_WAIT_TIME_S": "60"}
+"""`lmforge stop` sends the driver SIGTERM (handled like Ctrl-C: its open MLflow runs become
+KILLED) and gives it this long before SIGKILL."""
 
 
 def register(sub, with_overrides) -> None:
@@ -118,7 +119,7 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
 
 
 @contextmanager
-def _jobs_api(address: str) -> Iterator:
+def _jobs_api(address: str, job_id: str | None = None) -> Iterator:
     """A JobSubmissionClient; transport and authentication failures become one clear line."""
     from ray.exceptions import AuthenticationError
     from ray.job_submission import JobSubmissionClient
@@ -141,7 +142,9 @@ def _jobs_api(address: str) -> Iterator:
     except RuntimeError as exc:
         text = str(exc)
         if "404" in text and "job" in text.lower():
-            raise LmforgeError(f"no such job at {address}; list them with `lmforge jobs`") from exc
+            raise LmforgeError(
+                f"no job {job_id or ''} at {address}; list them with `lmforge jobs`"
+            ) from exc
         raise LmforgeError(f"the Ray Jobs API at {address} failed: {text[:300]}") from exc
 
 
@@ -169,15 +172,16 @@ def stage_project(dest: Path) -> Path:
 def pipeline_entrypoint(args: argparse.Namespace) -> str:
     """The shell command the job runs: `lmforge run|rerun` attached to the cluster."""
     command = ["python", "-m", "lmforge.pipeline.cli"]
+    # Overrides right after the verb (and stage): argparse reads positionals in one run.
     if args.rerun:
-        command += ["rerun", args.rerun] + (["--downstream"] if args.downstream else [])
+        command += ["rerun", args.rerun, *args.overrides]
+        command += ["--downstream"] if args.downstream else []
     else:
         if args.downstream:
             raise LmforgeError("--downstream only goes with --rerun STAGE")
-        command += ["run"]
-        if args.until:
-            command += ["--until", args.until]
-    command += ["--ray-address", "auto", *args.overrides]
+        command += ["run", *args.overrides]
+        command += ["--until", args.until] if args.until else []
+    command += ["--ray-address", "auto"]
     return shlex.join(command)
 
 
@@ -208,7 +212,8 @@ def submit_handler(args: argparse.Namespace, config: dict) -> int:
     entrypoint = pipeline_entrypoint(args)
     workdir = _shared_workdir(config)
     job_id = args.job_id or f"lmforge-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    metadata = {"lmforge.workdir": workdir, "lmforge.command": entrypoint.split(" cli ", 1)[-1]}
+    command = "lmforge " + entrypoint.split("lmforge.pipeline.cli ", 1)[-1]
+    metadata = {"lmforge.workdir": workdir, "lmforge.command": command}
     runtime_env: dict = {"env_vars": {**STOP_ENV, **_forwarded_env()}}
     with _jobs_api(address) as api, tempfile.TemporaryDirectory(prefix="lmforge-job-") as tmp:
         if args.image:
@@ -267,7 +272,7 @@ def jobs_handler(args: argparse.Namespace, config: dict) -> int:
 def logs_handler(args: argparse.Namespace, config: dict) -> int:
     """`lmforge logs JOB`: everything the job printed so far (or follow it)."""
     address = jobs_address(args.address)
-    with _jobs_api(address) as api:
+    with _jobs_api(address, args.job_id) as api:
         if args.follow:
             return _follow(api, args.job_id, address)
         print(api.get_job_logs(args.job_id), end="")
@@ -277,7 +282,7 @@ def logs_handler(args: argparse.Namespace, config: dict) -> int:
 def stop_handler(args: argparse.Namespace, config: dict, timeout_s: float = 90.0) -> int:
     """`lmforge stop JOB`: interrupt the job's driver and wait until the job has ended."""
     address = jobs_address(args.address)
-    with _jobs_api(address) as api:
+    with _jobs_api(address, args.job_id) as api:
         if not api.stop_job(args.job_id):
             print(f"job {args.job_id} had already ended: {api.get_job_status(args.job_id).value}")
             return 0

@@ -20,8 +20,9 @@
 #   WORKERS              worker nodes (default 2)
 #   WORKER_CPUS          CPUs per worker node (default 1)
 #   HEAD_CPUS            CPUs on the head node (default 0: stage tasks go to the workers)
-#   GCS_PORT DASHBOARD_PORT CLIENT_PORT   head ports (default 6379, 8265, 10001; keep them out
-#                        of 10002-19999, the range Ray gives its worker processes)
+#   GCS_PORT DASHBOARD_PORT CLIENT_PORT RUNTIME_ENV_PORT   head ports (default 6379, 8265,
+#                        10001, 8266; keep them out of 10002-19999, Ray's worker port range).
+#                        RUNTIME_ENV_PORT is fixed because Ray Client (ray://) needs it known.
 #   DASHBOARD_HOST       address of the dashboard and Jobs API (default 127.0.0.1)
 #   NETNS                auto | on | off (default auto: on when root and `ip netns` works)
 #   SUBNET               first three octets of the bridge network (default 10.213.7)
@@ -36,6 +37,7 @@ HEAD_CPUS=${HEAD_CPUS:-0}
 GCS_PORT=${GCS_PORT:-6379}
 DASHBOARD_PORT=${DASHBOARD_PORT:-8265}
 CLIENT_PORT=${CLIENT_PORT:-10001}
+RUNTIME_ENV_PORT=${RUNTIME_ENV_PORT:-$((DASHBOARD_PORT + 1))}
 DASHBOARD_HOST=${DASHBOARD_HOST:-127.0.0.1}
 NETNS=${NETNS:-auto}
 SUBNET=${SUBNET:-10.213.7}
@@ -137,6 +139,7 @@ up() {
     --node-ip-address="$head_ip" --port="$GCS_PORT" --num-cpus="$HEAD_CPUS" --num-gpus=0 \
     --dashboard-host="$DASHBOARD_HOST" --dashboard-port="$DASHBOARD_PORT" \
     --ray-client-server-port="$CLIENT_PORT" --object-store-memory="$mem" \
+    --runtime-env-agent-port="$RUNTIME_ENV_PORT" \
     --temp-dir="$DIR/tmp/head"
   local i
   for ((i = 1; i <= WORKERS; i++)); do

@@ -1,0 +1,260 @@
+"""A real multi-node Ray cluster on this machine (`infra/local/netns_cluster.sh`: a head and two
+worker nodes, each worker in its own network namespace when root), with token authentication.
+
+`lmforge submit` runs the pipeline there as a Ray Job: its stages land on more than one node and
+MLflow holds the whole lineage; `jobs`, `logs`, `stop` and `run --ray-address` work against it;
+a wrong or missing token is one clear line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from cli_runner import lmforge, status
+
+from lmforge.pipeline.tracking import client
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "infra" / "local" / "netns_cluster.sh"
+RAY = Path(sys.executable).parent / "ray"
+
+
+@dataclass
+class Cluster:
+    address: str  # Jobs API, http://127.0.0.1:PORT
+    gcs: str  # HOST:PORT
+    client_port: int
+    env: dict[str, str]  # what a client of this cluster needs (token path, auth mode)
+    netns: bool
+
+
+def _free_port() -> int:
+    """A free port outside 10002-19999, the range Ray gives its workers."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if not 10002 <= port <= 19999:
+            return port
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    state = Path(tempfile.mkdtemp(prefix="lmfc-", dir="/tmp"))  # short: Ray's socket paths
+    ports = {name: _free_port() for name in ("GCS", "DASHBOARD", "CLIENT", "RUNTIME_ENV")}
+    env = {
+        **os.environ,
+        "LMFORGE_CLUSTER_DIR": str(state),
+        "RAY": str(RAY),
+        "WORKERS": "2",
+        "WORKER_CPUS": "1",
+        "HEAD_CPUS": "0",
+        "SUBNET": f"10.213.{random.randint(100, 250)}",
+        **{f"{name}_PORT": str(port) for name, port in ports.items()},
+    }
+    try:
+        up = subprocess.run(
+            ["bash", str(SCRIPT), "up"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=240,
+        )
+        assert up.returncode == 0, f"cluster did not start:\n{up.stdout}"
+        exported = dict(
+            re.findall(r"^export (\w+)=(.*)$", (state / "cluster.env").read_text(), re.M)
+        )
+        client_env = {k: exported[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")}
+        yield Cluster(
+            address=exported["RAY_API_SERVER_ADDRESS"],
+            gcs=exported["RAY_ADDRESS"],
+            client_port=ports["CLIENT"],
+            env=client_env,
+            netns="network namespaces" in up.stdout,
+        )
+    finally:
+        subprocess.run(["bash", str(SCRIPT), "down"], env=env, timeout=120, check=False)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def _state_api(cluster: Cluster, what: str) -> list[dict]:
+    """Nodes or tasks from Ray's state API, read in a fresh process with the cluster's token."""
+    code = (
+        "import json, sys; from ray.util import state;"
+        f"items = state.list_{what}(address=sys.argv[1], limit=10000, detail=True);"
+        "print(json.dumps([i.__dict__ if hasattr(i, '__dict__') else dict(i) for i in items],"
+        " default=str))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, cluster.address],
+        env={**os.environ, **cluster.env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _submitted_job_id(output: str) -> str:
+    match = re.search(r"^submitted job (\S+) to ", output, re.M)
+    assert match, output
+    return match.group(1)
+
+
+def _ray_job_id(cluster: Cluster, submission_id: str) -> str:
+    jobs = _state_api(cluster, "jobs")
+    return next(j["job_id"] for j in jobs if j["submission_id"] == submission_id)
+
+
+def test_submitted_pipeline_runs_stages_on_several_nodes_with_complete_lineage(cluster, tmp_path):
+    workdir = tmp_path / "runs"
+    proc = lmforge(
+        "submit",
+        "--address",
+        cluster.address,
+        "--until",
+        "tokenize",
+        f"workdir={workdir}",
+        env=cluster.env,
+        timeout=420,
+    )
+    job = _submitted_job_id(proc.stdout)
+    assert f"job {job} SUCCEEDED" in proc.stdout
+
+    states = status(workdir)
+    assert {s: e["state"] for s, e in states.items()} == {
+        "clean": "ran",
+        "train_tokenizer": "ran",
+        "tokenize": "ran",
+    }
+    mlflow = client(f"sqlite:///{workdir / 'mlflow.db'}")
+    runs = {s: mlflow.get_run(e["mlflow_run_id"]) for s, e in states.items()}
+    parent_ids = {r.data.tags["mlflow.parentRunId"] for r in runs.values()}
+    assert len(parent_ids) == 1
+    parent = mlflow.get_run(parent_ids.pop())
+    assert parent.info.status == "FINISHED"
+    children = mlflow.search_runs(
+        [parent.info.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
+    )
+    assert sorted(r.data.tags["lmforge.stage"] for r in children) == sorted(states)
+    for stage, run in runs.items():
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["lmforge.cache_key"] == states[stage]["key"]
+    tokenize = runs["tokenize"].data.tags
+    for upstream in ("clean", "train_tokenizer"):
+        assert f"{upstream}={states[upstream]['key']}" in tokenize["lmforge.inputs"]
+        assert f"{upstream}={runs[upstream].info.run_id}" in tokenize["lmforge.input_runs"]
+
+    ray_job = _ray_job_id(cluster, job)
+    tasks = [t for t in _state_api(cluster, "tasks") if t["job_id"] == ray_job]
+    stage_tasks = {t["name"]: t for t in tasks if t["name"].startswith("stage:")}
+    assert set(stage_tasks) == {"stage:clean", "stage:train_tokenizer", "stage:tokenize"}
+    assert all(t["state"] == "FINISHED" for t in stage_tasks.values())
+    work = [t for t in tasks if t["type"] == "NORMAL_TASK"]  # stages and their shard tasks
+    used_nodes = {t["node_id"] for t in work}
+    assert len(used_nodes) >= 2, f"all stage work ran on one node: {work}"
+    nodes = _state_api(cluster, "nodes")
+    assert len([n for n in nodes if n["state"] == "ALIVE"]) == 3
+    if cluster.netns:  # real separate addresses
+        assert len({n["node_ip"] for n in nodes}) == 3
+
+
+def test_jobs_and_logs_show_a_submitted_pipeline(cluster, tmp_path):
+    workdir = tmp_path / "runs"
+    proc = lmforge(
+        "submit",
+        "--no-wait",
+        "--address",
+        cluster.address,
+        "--until",
+        "clean",
+        f"workdir={workdir}",
+        env=cluster.env,
+    )
+    job = _submitted_job_id(proc.stdout)
+    follow = lmforge("logs", job, "--follow", "--address", cluster.address, env=cluster.env)
+    assert re.search(r"^clean\s+ran\b", follow.stdout, re.M), follow.stdout
+    assert f"job {job} SUCCEEDED" in follow.stdout
+    listing = lmforge("jobs", "--address", cluster.address, env=cluster.env).stdout
+    row = next(line for line in listing.splitlines() if line.startswith(job))
+    assert "SUCCEEDED" in row and str(workdir) in row and "lmforge run" in row
+    logs = lmforge("logs", job, "--address", cluster.address, env=cluster.env).stdout
+    assert "pipeline run" in logs and "finished" in logs
+
+
+def test_stop_ends_the_job_and_marks_its_pipeline_killed(cluster, tmp_path):
+    workdir = tmp_path / "runs"
+    proc = lmforge(
+        "submit", "--no-wait", "--address", cluster.address, f"workdir={workdir}", env=cluster.env
+    )
+    job = _submitted_job_id(proc.stdout)
+    records = workdir / "pipeline_runs"
+    deadline = time.time() + 180
+    while not any('"state": "running"' in p.read_text() for p in records.glob("*.json")):
+        assert time.time() < deadline, "no stage started within 180 s"
+        time.sleep(1)
+    stop = lmforge("stop", job, "--address", cluster.address, env=cluster.env, timeout=180)
+    assert f"job {job} STOPPED" in stop.stdout
+    record = json.loads(next(records.glob("*.json")).read_text())
+    assert record["state"] == "killed"
+    mlflow = client(f"sqlite:///{workdir / 'mlflow.db'}")
+    assert mlflow.get_run(record["mlflow_run_id"]).info.status == "KILLED"
+    assert not [s for s in record["stages"] if s["state"] == "running"]
+
+
+@pytest.mark.parametrize("address_of", ["auto", "ray_client"])
+def test_run_attached_to_the_cluster_runs_its_work_on_worker_nodes(cluster, tmp_path, address_of):
+    workdir = tmp_path / "runs"
+    address = "auto" if address_of == "auto" else f"ray://127.0.0.1:{cluster.client_port}"
+    env = {**cluster.env, "RAY_ADDRESS": cluster.gcs}
+    before = {t["task_id"] for t in _state_api(cluster, "tasks")}
+    lmforge("run", "--until", "clean", "--ray-address", address, f"workdir={workdir}", env=env)
+    assert status(workdir)["clean"]["state"] == "ran"
+    new = [t for t in _state_api(cluster, "tasks") if t["task_id"] not in before]
+    assert [t["state"] for t in new if t["name"] == "stage:clean"] == ["FINISHED"]
+    workers = {n["node_id"] for n in _state_api(cluster, "nodes") if not n["is_head_node"]}
+    cpu_tasks = [t for t in new if (t["required_resources"] or {}).get("CPU", 0) > 0]
+    assert cpu_tasks and {t["node_id"] for t in cpu_tasks} <= workers  # the head has no CPUs
+
+
+def test_a_wrong_or_missing_token_is_one_clear_line(cluster, tmp_path):
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    wrong = lmforge(
+        "jobs", "--address", cluster.address, check=False, env={**base, "RAY_AUTH_TOKEN": "0" * 64}
+    )
+    missing_env = {**base, "HOME": str(tmp_path)}
+    missing = subprocess.run(
+        [sys.executable, "-m", "lmforge.pipeline.cli", "jobs", "--address", cluster.address],
+        env=missing_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert wrong.returncode == 1
+    assert (
+        wrong.stdout.strip()
+        .splitlines()[-1]
+        .startswith(f"lmforge: error: the Ray cluster at {cluster.address} rejected the token")
+    )
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines() == [
+        f"lmforge: error: the Ray cluster at {cluster.address} requires a token: set "
+        "RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH to the cluster's token"
+    ]
