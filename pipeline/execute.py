@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lmforge.pipeline.stage import StageContext, registered_stages
-from lmforge.pipeline.store import MANIFEST, ArtifactStore
+from lmforge.pipeline.store import MANIFEST, open_store
 from lmforge.pipeline.tracking import RunTracker
 
 STAGES_PACKAGE = "lmforge.pipeline.stages"
@@ -32,9 +32,8 @@ class StageTask:
     sections: dict[str, Any]
     typed_config: Any
     input_keys: dict[str, str]
-    input_dirs: dict[str, str]
     workdir: str
-    store_root: str
+    store_uri: str | None
     tracking_uri: str
     mlflow_run_id: str
 
@@ -49,19 +48,20 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
     """Run the stage, commit its artifact, finish its MLflow run; returns artifact and summary."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     spec = load_stages()[task.stage]
-    store = ArtifactStore(task.store_root)
+    store = open_store(task.store_uri, Path(task.workdir))
     tracker = RunTracker(task.tracking_uri, task.mlflow_run_id)
     tmp = store.begin(task.stage, task.key)
     started = time.time()
     try:
+        input_dirs = {name: store.materialize(name, key) for name, key in task.input_keys.items()}
         input_manifests = {
-            name: json.loads((Path(path) / MANIFEST).read_text(encoding="utf-8"))
-            for name, path in task.input_dirs.items()
+            name: json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+            for name, path in input_dirs.items()
         }
         ctx = StageContext(
             stage=task.stage,
             config=task.typed_config,
-            inputs={name: Path(path) for name, path in task.input_dirs.items()},
+            inputs=input_dirs,
             input_manifests=input_manifests,
             out_dir=tmp,
             tracker=tracker,
@@ -78,8 +78,8 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             "version": task.version,
             "config": task.sections,
             "inputs": {
-                name: {"key": task.input_keys[name], "path": task.input_dirs[name]}
-                for name in task.input_dirs
+                name: {"key": key, "path": str(store.path(name, key))}
+                for name, key in task.input_keys.items()
             },
             "summary": summary,
             "mlflow_run_id": task.mlflow_run_id,

@@ -15,7 +15,7 @@ from lmforge.pipeline.execute import StageTask, execute_stage, load_stages
 from lmforge.pipeline.plan import Plan, make_plan
 from lmforge.pipeline.ray_runtime import ensure_ray
 from lmforge.pipeline.records import PipelineRecord, RecordBook, StageRecord
-from lmforge.pipeline.store import ArtifactStore
+from lmforge.pipeline.store import open_store
 from lmforge.pipeline.tracking import (
     client,
     default_artifact_location,
@@ -50,9 +50,9 @@ def plan_for(request: RunRequest) -> tuple[Dag, Plan, Workdir]:
         force.add(request.rerun)
         if request.downstream:
             force |= dag.descendants(request.rerun)
-    plan = make_plan(
-        dag, request.config, ArtifactStore(workdir.store), until=request.until, force=force
-    )
+    store = open_store(request.config["cluster"].get("store_uri"), workdir.root)
+    store.check()
+    plan = make_plan(dag, request.config, store, until=request.until, force=force)
     return dag, plan, workdir
 
 
@@ -67,7 +67,7 @@ def run_pipeline(request: RunRequest) -> PipelineRecord:
 class _Driver:
     def __init__(self, request: RunRequest, dag: Dag, plan: Plan, workdir: Workdir) -> None:
         self.request, self.dag, self.plan, self.workdir = request, dag, plan, workdir
-        self.store = ArtifactStore(workdir.store)
+        self.store = open_store(request.config["cluster"].get("store_uri"), workdir.root)
         self.book = RecordBook(workdir.records)
         cluster = request.config.get("cluster", {})
         self.cluster = cluster
@@ -196,9 +196,8 @@ class _Driver:
             sections=stage_plan.sections,
             typed_config=stage_plan.typed_config,
             input_keys=stage_plan.input_keys,
-            input_dirs={u: self.record.stage(u).artifact for u in spec.inputs},
             workdir=str(self.workdir.root),
-            store_root=str(self.workdir.store),
+            store_uri=self.request.config["cluster"].get("store_uri"),
             tracking_uri=self.tracking_uri,
             mlflow_run_id=run_id,
         )

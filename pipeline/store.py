@@ -93,6 +93,16 @@ class ArtifactStore:
         os.replace(tmp, final)
         return final
 
+    def materialize(self, stage: str, key: str) -> Path:
+        """The local directory of a committed artifact (it already is local here)."""
+        path = self.path(stage, key)
+        if not (path / MANIFEST).is_file():
+            raise ArtifactError(f"{path} has no manifest: not a committed artifact")
+        return path
+
+    def check(self) -> None:
+        """Nothing to reach: the store is a local directory."""
+
     def abort(self, tmp: Path) -> None:
         """Remove a temporary directory after a failure."""
         shutil.rmtree(tmp, ignore_errors=True)
@@ -108,3 +118,14 @@ class ArtifactStore:
                 shutil.rmtree(tmp, ignore_errors=True)
                 removed += 1
         return removed
+
+
+def open_store(store_uri: str | None, workdir: Path):
+    """The local store under the workdir, or a remote one (s3://...) with a local cache."""
+    if not store_uri:
+        return ArtifactStore(workdir / "store")
+    if "://" not in store_uri:
+        return ArtifactStore(Path(store_uri).expanduser())
+    from lmforge.pipeline.remote_store import RemoteArtifactStore
+
+    return RemoteArtifactStore(store_uri, workdir / "cache")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
 from lmforge.pipeline.config import compose
 from lmforge.pipeline.execute import StageTask, execute_stage, load_stages
 from lmforge.pipeline.keys import cache_key
@@ -11,11 +14,11 @@ from lmforge.pipeline.tracking import client, ensure_experiment
 
 @pytest.fixture(scope="session")
 def local_ray():
-    import ray
+    from lmforge.pipeline.ray_runtime import ensure_ray, shutdown_ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ensure_ray(None, num_cpus=2)
     yield
-    ray.shutdown()
+    shutdown_ray()
 
 
 @pytest.fixture
@@ -45,15 +48,12 @@ def run_stage(tmp_path, local_ray):
             sections=sections,
             typed_config=spec.parse_config(sections),
             input_keys=input_keys,
-            input_dirs={k: str(v) for k, v in inputs.items()},
             workdir=str(tmp_path),
-            store_root=str(tmp_path / "store"),
+            store_uri=None,
             tracking_uri=uri,
             mlflow_run_id=run_id,
         )
         result = execute_stage(task)
-        from pathlib import Path
-
         return Path(result["artifact"]), result["summary"]
 
     return run

@@ -40,9 +40,8 @@ def _task(name, workdir):
         sections={},
         typed_config={},
         input_keys={},
-        input_dirs={},
         workdir=str(workdir),
-        store_root=str(workdir / "store"),
+        store_uri=None,
         tracking_uri=uri,
         mlflow_run_id=run.info.run_id,
     )
