@@ -27,7 +27,7 @@ def _finish(record: PipelineRecord, workdir: Workdir, config: dict) -> int:
     if report:
         print(f"\nmodel card: {report.artifact}/model_card.md")
     uri = resolve_tracking_uri(workdir.root, config["cluster"].get("tracking_uri"))
-    print(f"results: {workdir.store}")
+    print(f"results: {config['cluster'].get('store_uri') or workdir.store}")
     print(f"MLflow: {uri}   (open the UI with: lmforge ui workdir={workdir.root})")
     return 0
 

@@ -67,6 +67,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             tracker=tracker,
             workdir=Path(task.workdir),
             key=task.key,
+            final_dir=store.local_path(task.stage, task.key),
             mlflow_run_id=task.mlflow_run_id,
             tracking_uri=task.tracking_uri,
         )
@@ -94,7 +95,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             if isinstance(v, int | float) and not isinstance(v, bool)
         }
         tracker.log_metrics(numeric)
-        tracker.log_artifact(final / MANIFEST)
+        tracker.log_artifact(store.materialize(task.stage, task.key) / MANIFEST)
         tracker.terminate("FINISHED")
         return {"artifact": str(final), "summary": summary, "duration_s": finished - started}
     except BaseException as exc:

@@ -104,6 +104,10 @@ class RemoteArtifactStore:
         shutil.rmtree(staging, ignore_errors=True)
         return removed
 
+    def local_path(self, stage: str, key: str) -> Path:
+        """Where a committed artifact is readable on this node (the local cache)."""
+        return self.cache_dir / stage / key
+
     def materialize(self, stage: str, key: str) -> Path:
         """A local copy of a committed artifact (downloaded once per node, atomically)."""
         local = self.cache_dir / stage / key

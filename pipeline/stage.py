@@ -50,6 +50,8 @@ class StageContext:
     tracker: Tracker
     workdir: Path
     key: str
+    final_dir: Path | None = None
+    """Where the artifact can be read on this node once committed (for paths written into it)."""
     mlflow_run_id: str | None = None
     tracking_uri: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)

@@ -93,6 +93,10 @@ class ArtifactStore:
         os.replace(tmp, final)
         return final
 
+    def local_path(self, stage: str, key: str) -> Path:
+        """Where a committed artifact is readable on this node."""
+        return self.path(stage, key)
+
     def materialize(self, stage: str, key: str) -> Path:
         """The local directory of a committed artifact (it already is local here)."""
         path = self.path(stage, key)

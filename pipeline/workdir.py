@@ -33,7 +33,7 @@ class Workdir:
         return self.root / "ray_storage"
 
     def create(self) -> Workdir:
-        for path in (self.root, self.store, self.records, self.checkpoints):
+        for path in (self.root, self.records, self.checkpoints):
             path.mkdir(parents=True, exist_ok=True)
         return self
 

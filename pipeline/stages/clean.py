@@ -169,9 +169,8 @@ def clean(ctx: StageContext) -> dict:
         "shards": shards,
     }
     write_datasheet(ctx.out_dir / "datasheet.md", cfg, summary)
-    final = ctx.out_dir.parent / ctx.key
     for split in ("train", "val"):
-        ctx.tracker.log_dataset(final, f"clean-{split}", ctx.key, context=split)
+        ctx.tracker.log_dataset(ctx.final_dir, f"clean-{split}", ctx.key, context=split)
     ctx.tracker.log_artifact(ctx.out_dir / "datasheet.md")
     ctx.tracker.log_metrics(
         {

@@ -92,7 +92,7 @@ def perplexity(ctx: StageContext) -> dict:
     stats["val_doc_bits_per_byte"] = per_doc.bits_per_byte
     stats["val_doc_tokens"] = per_doc.tokens
     task_dir = ctx.out_dir / "lm_eval"
-    write_task(task_dir, ctx.out_dir.parent / ctx.key / "lm_eval", docs)
+    write_task(task_dir, ctx.final_dir / "lm_eval", docs)
     pairs = minimal_pair_accuracy(trained.logprobs)
     stats["minimal_pair_accuracy"] = pairs["accuracy"]
     n_params = model.num_parameters(non_embedding=True)
