@@ -23,6 +23,8 @@
 #   GCS_PORT DASHBOARD_PORT CLIENT_PORT RUNTIME_ENV_PORT   head ports (default 6379, 8265,
 #                        10001, 8266; keep them out of 10002-19999, Ray's worker port range).
 #                        RUNTIME_ENV_PORT is fixed because Ray Client (ray://) needs it known.
+#   AGENT_PORT           the head's dashboard agent (default 52365; the Jobs API hands jobs to it,
+#                        so pick another if a second Ray on this machine holds 52365)
 #   DASHBOARD_HOST       address of the dashboard and Jobs API (default 127.0.0.1)
 #   NETNS                auto | on | off (default auto: on when root and `ip netns` works)
 #   SUBNET               first three octets of the bridge network (default 10.213.7)
@@ -38,6 +40,7 @@ GCS_PORT=${GCS_PORT:-6379}
 DASHBOARD_PORT=${DASHBOARD_PORT:-8265}
 CLIENT_PORT=${CLIENT_PORT:-10001}
 RUNTIME_ENV_PORT=${RUNTIME_ENV_PORT:-$((DASHBOARD_PORT + 1))}
+AGENT_PORT=${AGENT_PORT:-52365}
 DASHBOARD_HOST=${DASHBOARD_HOST:-127.0.0.1}
 NETNS=${NETNS:-auto}
 SUBNET=${SUBNET:-10.213.7}
@@ -139,7 +142,7 @@ up() {
     --node-ip-address="$head_ip" --port="$GCS_PORT" --num-cpus="$HEAD_CPUS" --num-gpus=0 \
     --dashboard-host="$DASHBOARD_HOST" --dashboard-port="$DASHBOARD_PORT" \
     --ray-client-server-port="$CLIENT_PORT" --object-store-memory="$mem" \
-    --runtime-env-agent-port="$RUNTIME_ENV_PORT" \
+    --runtime-env-agent-port="$RUNTIME_ENV_PORT" --dashboard-agent-listen-port="$AGENT_PORT" \
     --temp-dir="$DIR/tmp/head"
   local i
   for ((i = 1; i <= WORKERS; i++)); do

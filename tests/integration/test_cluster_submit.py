@@ -40,22 +40,33 @@ class Cluster:
     client_port: int
     env: dict[str, str]  # what a client of this cluster needs (token path, auth mode)
     netns: bool
+    state: Path  # the script's state: token, logs, the head's Ray session
+
+    def ray_client_crashes(self) -> int:
+        """How often Ray Client's proxy lost a server to gRPC's fork race (ray#63202)."""
+        logs = self.state.glob("tmp/head/session_*/logs/ray_client_server.err")
+        return sum(
+            log.read_text(errors="replace").count("next_worker->state == KICKED") for log in logs
+        )
 
 
-def _free_port() -> int:
-    """A free port outside 10002-19999, the range Ray gives its workers."""
-    while True:
+def _free_ports(count: int) -> list[int]:
+    """Distinct free ports outside 10002-19999, the range Ray gives its workers."""
+    ports: list[int] = []
+    while len(ports) < count:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        if not 10002 <= port <= 19999:
-            return port
+        if not 10002 <= port <= 19999 and port not in ports:
+            ports.append(port)
+    return ports
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(tmp_path_factory):
     state = Path(tempfile.mkdtemp(prefix="lmfc-", dir="/tmp"))  # short: Ray's socket paths
-    ports = {name: _free_port() for name in ("GCS", "DASHBOARD", "CLIENT", "RUNTIME_ENV")}
+    names = ("GCS", "DASHBOARD", "CLIENT", "RUNTIME_ENV", "AGENT")
+    ports = dict(zip(names, _free_ports(len(names)), strict=True))
     env = {
         **os.environ,
         "LMFORGE_CLUSTER_DIR": str(state),
@@ -86,9 +97,13 @@ def cluster():
             client_port=ports["CLIENT"],
             env=client_env,
             netns="network namespaces" in up.stdout,
+            state=state,
         )
     finally:
         subprocess.run(["bash", str(SCRIPT), "down"], env=env, timeout=120, check=False)
+        kept = tmp_path_factory.mktemp("cluster-logs")  # pytest keeps its last three runs
+        for log in [*state.glob("logs/*.log"), *state.glob("tmp/head/session_*/logs/*.err")]:
+            shutil.copy(log, kept / log.name)
         shutil.rmtree(state, ignore_errors=True)
 
 
@@ -225,7 +240,14 @@ def test_run_attached_to_the_cluster_runs_its_work_on_worker_nodes(cluster, tmp_
     address = "auto" if address_of == "auto" else f"ray://127.0.0.1:{cluster.client_port}"
     env = {**cluster.env, "RAY_ADDRESS": cluster.gcs}
     before = {t["task_id"] for t in _state_api(cluster, "tasks")}
-    lmforge("run", "--until", "clean", "--ray-address", address, f"workdir={workdir}", env=env)
+    args = ("run", "--until", "clean", "--ray-address", address, f"workdir={workdir}")
+    crashes = cluster.ray_client_crashes()
+    proc = lmforge(*args, env=env, check=False)
+    if proc.returncode != 0 and cluster.ray_client_crashes() > crashes:
+        # Ray's client proxy sometimes dies forking the per-client server, a known upstream
+        # race (ray-project/ray#63202) and not lmforge's; only that exact crash earns a retry.
+        proc = lmforge(*args, env=env, check=False)
+    assert proc.returncode == 0, proc.stdout
     assert status(workdir)["clean"]["state"] == "ran"
     new = [t for t in _state_api(cluster, "tasks") if t["task_id"] not in before]
     assert [t["state"] for t in new if t["name"] == "stage:clean"] == ["FINISHED"]
