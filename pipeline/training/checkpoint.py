@@ -190,7 +190,12 @@ def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
 
 
 def prune_checkpoints(root: str | Path, keep: int) -> list[Path]:
-    """Delete all but the `keep` newest valid checkpoints (and leftovers of failed writes)."""
+    """Delete all but the `keep` newest valid checkpoints, and leftovers of interrupted writes.
+
+    Call it from the run's only writer, after a write: a hidden temporary directory left then
+    belongs to a write that died. Incomplete or corrupt `step_*` directories are kept for
+    inspection (resuming skips them with a warning).
+    """
     root = Path(root)
     removed: list[Path] = []
     valid = [p for _, p in list_checkpoints(root) if verify_checkpoint(p) is None]
@@ -198,8 +203,9 @@ def prune_checkpoints(root: str | Path, keep: int) -> list[Path]:
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     if root.is_dir():
-        for leftover in root.glob(".step_*.old-*"):
-            shutil.rmtree(leftover, ignore_errors=True)
+        for pattern in (".step_*.old-*", ".step_*.tmp-*"):
+            for leftover in root.glob(pattern):
+                shutil.rmtree(leftover, ignore_errors=True)
     return removed
 
 

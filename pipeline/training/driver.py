@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+from ray.train.torch import TorchConfig, TorchTrainer
+
 from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
 from lmforge.model.weights import save_model_dir
@@ -27,8 +30,6 @@ from lmforge.pipeline.training.checkpoint import load_checkpoint
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.fault import FaultInjection
 from lmforge.pipeline.training.worker import TrainingJob, train_loop_per_worker
-from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-from ray.train.torch import TorchConfig, TorchTrainer
 
 
 class PretrainingError(RuntimeError):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 
 import torch
+
 from lmforge.model.config import ModelConfig
 from lmforge.model.flops import flops_per_token
 

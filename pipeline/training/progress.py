@@ -46,10 +46,11 @@ def progress_line(
 
 @dataclass(slots=True)
 class ThroughputMeter:
-    """Tokens per second since the previous reading, and over the whole attempt.
+    """Tokens per second since the previous reading, over the whole attempt, and the duration of
+    every step.
 
     The first step of an attempt (warm-up: allocation, kernel selection) is left out of the
-    whole-attempt rate.
+    whole-attempt rate and of the durations (its start is not timed).
     """
 
     tokens_per_step: int
@@ -59,6 +60,9 @@ class ThroughputMeter:
     _first_time: float | None = None
     _first_step: int = 0
     _steps: int = 0
+    _previous: float | None = None
+    durations: list[float] = field(default_factory=list)
+    """Seconds of every step after the first, in order."""
 
     def step_done(self, step: int) -> None:
         """Record that optimizer step `step` finished now."""
@@ -66,6 +70,9 @@ class ThroughputMeter:
         if self._first_time is None:
             self._first_time, self._first_step = now, step
             self._last_time, self._last_step = now, step
+        else:
+            self.durations.append(now - self._previous)
+        self._previous = now
         self._steps = step
 
     def window_rate(self) -> float:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import deepspeed
 import torch
 import torch.distributed as dist
+
 from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
 from lmforge.pipeline.training.config import TrainConfig
@@ -50,6 +51,10 @@ def build_engine(model_cfg: ModelConfig, cfg: TrainConfig, world_size: int, devi
         optimizer=build_optimizer(model, cfg, device),
         config=deepspeed_config(cfg, world_size),
     )
+    if engine.zero_optimization_stage() == 0 and world_size == 1:
+        # One worker has nothing to average: skip DeepSpeed's flatten/all-reduce/copy-back of
+        # every gradient (a few % of a small model's step).
+        engine.enable_backward_allreduce = False
     if cfg.compile:
         engine.compile()
     ensure_adam_state(engine)

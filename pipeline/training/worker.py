@@ -19,6 +19,9 @@ import numpy as np
 import ray.train
 import torch
 import torch.distributed as dist
+from ray.train import Checkpoint
+from ray.train.torch import get_device
+
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.training import checkpoint as ckpt
 from lmforge.pipeline.training.config import TrainConfig
@@ -30,8 +33,6 @@ from lmforge.pipeline.training.schedule import learning_rate
 from lmforge.pipeline.training.train_step import StepResult, TrainStep, build_engine, uses_bf16
 from lmforge.pipeline.training.zero_state import adam_step, gather_full_state, restore_full_state
 from lmforge.tokenizer.dataset import TokenDataset
-from ray.train import Checkpoint
-from ray.train.torch import get_device
 
 
 @dataclass(kw_only=True, slots=True)
@@ -191,6 +192,7 @@ class WorkerRun:
             "losses": list(losses),
             "tokens": self.state.tokens_seen,
             "tokens_per_s": rate,
+            "step_seconds": list(self.meter.durations),
             "mfu": mfu,
             "peak_flops_per_worker": self.peak,
             "peak_flops_source": self.peak_source,
@@ -215,7 +217,7 @@ class WorkerRun:
             )
             return fresh, None
         state = loaded.state
-        _check_compatible(loaded, self.job.model, self.cfg, len(self.dataset))
+        check_resumable(loaded, self.job.model, self.cfg, len(self.dataset))
         try:
             restore_full_state(self.engine, loaded.params, loaded.moments, state.adam_step)
         except (KeyError, ValueError) as exc:
@@ -256,9 +258,10 @@ def _choose_checkpoint(checkpoint_dir: str) -> str | None:
     return str(path) if path is not None else None
 
 
-def _check_compatible(
+def check_resumable(
     loaded: ckpt.LoadedCheckpoint, model: ModelConfig, cfg: TrainConfig, n_windows: int
 ) -> None:
+    """Raise CheckpointError if `loaded` cannot continue this run; warn if the data changed."""
     state = loaded.state
     if state.model_config and state.model_config != model.to_dict():
         raise ckpt.CheckpointError(

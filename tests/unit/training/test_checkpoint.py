@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+
 from lmforge.pipeline.training import checkpoint as ckpt
 
 
@@ -132,9 +133,10 @@ def test_rewriting_a_step_replaces_it(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["step_000003"]
 
 
-def test_pruning_keeps_the_newest_valid_checkpoints(tmp_path):
+def test_pruning_keeps_the_newest_valid_checkpoints_and_clears_dead_writes(tmp_path):
     for step in (1, 2, 3, 4):
         _write(tmp_path, step)
+    (tmp_path / ".step_000005.tmp-0123abcd").mkdir()  # a writer that died
     removed = ckpt.prune_checkpoints(tmp_path, keep=2)
     assert sorted(p.name for p in removed) == ["step_000001", "step_000002"]
-    assert [s for s, _ in ckpt.list_checkpoints(tmp_path)] == [4, 3]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000003", "step_000004"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.deepspeed_config import deepspeed_config, zero_config_text
 

@@ -6,6 +6,7 @@ import time
 
 import pytest
 import torch
+
 from lmforge.model.config import ModelConfig
 from lmforge.model.flops import flops_per_token
 from lmforge.pipeline.training.mfu import measure_matmul_flops, model_flops_utilisation, table_peak

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from lmforge.pipeline.training.sampler import GlobalWindowOrder, WindowSampler, load_batch
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.schedule import cosine_lr, inverse_sqrt_lr, learning_rate
 

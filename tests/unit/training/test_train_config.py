@@ -6,6 +6,7 @@ from importlib.resources import files
 
 import pytest
 import yaml
+
 from lmforge.pipeline.training.config import TrainConfig
 
 

@@ -26,8 +26,13 @@ def world_of_one():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0",
-           "WORLD_SIZE": "1", "LOCAL_RANK": "0"}
+    env = {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "LOCAL_RANK": "0",
+    }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     dist.init_process_group("gloo", rank=0, world_size=1)
@@ -41,8 +46,14 @@ def world_of_one():
 
 
 def _engine(stage: int, seed: int):
-    cfg = TrainConfig(zero_stage=stage, num_workers=1, global_batch_size=4, micro_batch_size=2,
-                      lr=1e-2, grad_clip=0.5)
+    cfg = TrainConfig(
+        zero_stage=stage,
+        num_workers=1,
+        global_batch_size=4,
+        micro_batch_size=2,
+        lr=1e-2,
+        grad_clip=0.5,
+    )
     torch.manual_seed(seed)
     engine = build_engine(MODEL, cfg, 1, torch.device("cpu"))
     return engine, TrainStep(engine, cfg, torch.device("cpu"), 1)
@@ -81,6 +92,19 @@ def test_a_restored_state_continues_exactly_like_the_uninterrupted_run(stage):
     fresh, fresh_step = _engine(stage, seed=1)  # another init: everything must come from the state
     restore_full_state(fresh, params, moments, step)
     assert _train(fresh_step, range(3, 6)) == pytest.approx(uninterrupted, rel=1e-6)
+
+
+def test_the_optimizer_moments_matter_so_the_resume_comparison_can_fail():
+    engine, step_fn = _engine(2, seed=0)
+    _train(step_fn, range(3))
+    params, moments = gather_full_state(engine)
+    uninterrupted = _train(step_fn, range(3, 6))
+
+    weights_only, weights_only_step = _engine(2, seed=1)
+    restore_full_state(weights_only, params, None, 0)  # fresh AdamW moments
+    diverged = _train(weights_only_step, range(3, 6))
+    assert diverged[0] == pytest.approx(uninterrupted[0], rel=1e-6)  # same weights, same loss
+    assert abs(diverged[-1] - uninterrupted[-1]) > 1e-3 * uninterrupted[-1]
 
 
 def test_the_state_holds_full_fp32_tensors_named_like_the_model():

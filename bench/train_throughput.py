@@ -1,0 +1,163 @@
+"""Training throughput: lmforge's distributed training against a plain PyTorch loop, same model.
+
+The model is n_layer=4, n_head=4, d_model=256, block 256, vocab 8192, 8 sequences per step, fp32,
+trained for the same number of steps on the same memory-mapped token shards by:
+
+- `reference`: a plain loop written here (GPT, torch AdamW, clip_grad_norm_, one process);
+- `lmforge`: `run_pretraining` with one Ray Train worker under DeepSpeed ZeRO 0, holding all
+  the CPUs the reference uses (the whole stack: Ray Train, DeepSpeed, sampler, logging);
+- `zero2_2workers`: the same with ZeRO 2 on two workers, splitting those CPUs.
+
+Rates are tokens per step over the median step time (steps after the first, so start-up and
+warm-up are left out; the median keeps a burst of load from other processes on a shared machine
+from deciding the result); the mean-based rate is printed beside it. The reference runs before
+and after the lmforge runs and all its steps are pooled. Prints a table and,
+last, one JSON line: {"bench": "train_throughput", "unit": "tokens/s", "lmforge": X,
+"reference": Y, "ratio": X/Y, "zero2_2workers": Z}. The goal is ratio >= 0.95.
+
+    .venv/bin/python bench/train_throughput.py [--steps 20] [--cpus 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import ray
+import torch
+
+from lmforge.model.config import ModelConfig
+from lmforge.model.gpt import GPT
+from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.driver import run_pretraining
+from lmforge.tokenizer.dataset import TokenDataset
+from lmforge.tokenizer.shards import TokenShardWriter
+
+MODEL = ModelConfig(vocab_size=8192, block_size=256, d_model=256, n_head=4, n_layer=4, d_ff=1024)
+BATCH = 8
+SEED = 0
+
+
+def write_shards(directory: Path, n_windows: int) -> Path:
+    """Random tokens, enough for `n_windows` windows of block_size + 1."""
+    rng = np.random.default_rng(SEED)
+    n_docs = n_windows * MODEL.block_size // 200 + 2
+    docs = [[0, *rng.integers(1, MODEL.vocab_size, 200).tolist()] for _ in range(n_docs)]
+    with TokenShardWriter(directory, "train", 0, MODEL.vocab_size) as writer:
+        writer.write_documents(docs)
+    return directory
+
+
+TOKENS_PER_STEP = BATCH * MODEL.block_size
+
+
+def reference_loop(data_dir: Path, steps: int, threads: int) -> list[float]:
+    """Seconds of every step but the first of a plain PyTorch loop over the same windows."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(SEED)
+    dataset = TokenDataset(data_dir, "train", MODEL.block_size)
+    model = GPT(MODEL)
+    optimizer = torch.optim.AdamW(model.param_groups(0.1), lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    order = np.random.default_rng(SEED).permutation(len(dataset))
+    times = [time.perf_counter()]
+    for step in range(steps):
+        ids = order[step * BATCH : (step + 1) * BATCH]
+        tokens = torch.from_numpy(np.stack([dataset[int(i)] for i in ids]))
+        _, loss = model(tokens[:, :-1], tokens[:, 1:])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        float(loss)  # lmforge reads the loss every step too
+        times.append(time.perf_counter())
+    return list(np.diff(times)[1:])
+
+
+def lmforge_run(
+    root: Path, data_dir: Path, steps: int, *, workers: int, cpus: int, stage: int
+) -> float:
+    """Tokens/s that lmforge's workers report (first step of the run excluded)."""
+    cfg = TrainConfig(
+        max_steps=steps,
+        global_batch_size=BATCH,
+        micro_batch_size=BATCH // workers,
+        num_workers=workers,
+        cpus_per_worker=cpus // workers,
+        zero_stage=stage,
+        lr=3e-4,
+        min_lr=3e-5,
+        warmup_steps=2,
+        weight_decay=0.1,
+        grad_clip=1.0,
+        checkpoint_every=0,
+        log_every=5,
+        seed=SEED,
+        max_failures=0,
+        precision="fp32",
+    )
+    name = f"zero{stage}-{workers}w"
+    summary = run_pretraining(
+        model_cfg=MODEL,
+        train_cfg=cfg,
+        data_dir=str(data_dir),
+        out_dir=str(root / name / "model"),
+        checkpoint_dir=str(root / name / "checkpoints"),
+        storage_path=str(root / "ray_storage"),
+    )
+    return list(summary["step_seconds"])
+
+
+def median_rate(step_seconds: list[float]) -> float:
+    return TOKENS_PER_STEP / float(np.median(step_seconds))
+
+
+def mean_rate(step_seconds: list[float]) -> float:
+    return TOKENS_PER_STEP / float(np.mean(step_seconds))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20, help="optimizer steps per contender")
+    parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2, help="CPUs to use")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="lmforge-bench-train-") as tmp:
+        root = Path(tmp)
+        data = write_shards(root / "shards", n_windows=args.steps * BATCH + 1)
+        # Ray runs workers at nice 15 by default; the reference loop runs at 0 in this process,
+        # so on a machine shared with other work the comparison would not be like for like.
+        os.environ.setdefault("RAY_worker_niceness", "0")
+        ray.init(num_cpus=args.cpus, include_dashboard=False, logging_level="WARNING")
+        before = reference_loop(data, args.steps, args.cpus)
+        ours = lmforge_run(root, data, args.steps, workers=1, cpus=args.cpus, stage=0)
+        after = reference_loop(data, args.steps, args.cpus)
+        zero2 = lmforge_run(root, data, args.steps, workers=2, cpus=args.cpus, stage=2)
+        ray.shutdown()
+    rows = {
+        "plain PyTorch loop (before+after)": before + after,
+        "lmforge, 1 worker, ZeRO 0": ours,
+        "lmforge, 2 workers, ZeRO 2": zero2,
+    }
+    print(f"{'contender':<36}{'median tok/s':>14}{'mean tok/s':>12}{'steps':>7}")
+    for name, seconds in rows.items():
+        median, mean = median_rate(seconds), mean_rate(seconds)
+        print(f"{name:<36}{median:>14.0f}{mean:>12.0f}{len(seconds):>7}")
+    lmforge, reference = median_rate(ours), median_rate(before + after)
+    print(f"ratio lmforge / plain loop: {lmforge / reference:.3f} (goal >= 0.95)")
+    result = {
+        "bench": "train_throughput",
+        "unit": "tokens/s",
+        "lmforge": round(lmforge, 1),
+        "reference": round(reference, 1),
+        "ratio": round(lmforge / reference, 4),
+        "zero2_2workers": round(median_rate(zero2), 1),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
