@@ -25,7 +25,11 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> None:
         kwargs.update(
             address="local",
             num_cpus=num_cpus or os.cpu_count(),
-            include_dashboard=False,
+            # Ray Train's placement-group cleaner asks the state API, served by the dashboard;
+            # bound to loopback, on a free port.
+            include_dashboard=True,
+            dashboard_host="127.0.0.1",
+            dashboard_port=_free_port(),
             _node_ip_address="127.0.0.1",
         )
     try:
@@ -37,6 +41,14 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> None:
             f"cannot connect to Ray at {where}: {first[:200]}; check --ray-address "
             "(or cluster.ray_address) and that the cluster is up (`ray status`)"
         ) from exc
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def shutdown_ray() -> None:
