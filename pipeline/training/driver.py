@@ -14,6 +14,7 @@ continues from its newest valid checkpoint (an interrupted run, or a finished on
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -66,12 +67,13 @@ def run_pretraining(
         mlflow_run_id=mlflow_run_id,
         fault=fault,
     )
+    name = run_name or f"pretrain-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config={"job": job},
         scaling_config=scaling_config(train_cfg),
         run_config=RunConfig(
-            name=run_name or f"pretrain-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}",
+            name=name,
             storage_path=str(storage_path),
             failure_config=FailureConfig(max_failures=train_cfg.max_failures),
             checkpoint_config=CheckpointConfig(num_to_keep=max(1, train_cfg.keep_checkpoints)),
@@ -92,7 +94,15 @@ def run_pretraining(
         loaded = load_checkpoint(directory)
     export_model(model_cfg, loaded.params, Path(out_dir))
     summary.update(steps=loaded.state.step, losses=loaded.state.losses, model_dir=str(out_dir))
+    _remove_local_run_dir(str(storage_path), name)
     return summary
+
+
+def _remove_local_run_dir(storage_path: str, name: str) -> None:
+    """Ray Train's copies of a finished run are redundant with `checkpoint_dir`: drop them
+    (on local or mounted storage; a bucket URI is left to its lifecycle rules)."""
+    if "://" not in storage_path:
+        shutil.rmtree(Path(storage_path) / name, ignore_errors=True)
 
 
 def scaling_config(cfg: TrainConfig) -> ScalingConfig:

@@ -11,7 +11,6 @@ the same key). Then it trains; rank 0 logs to MLflow and prints progress, and ev
 from __future__ import annotations
 
 import sys
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.fault import FaultInjection
 from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
 from lmforge.pipeline.training.progress import MlflowMetrics, ThroughputMeter, progress_line
+from lmforge.pipeline.training.resume import check_resumable, load_chosen_checkpoint
 from lmforge.pipeline.training.sampler import GlobalWindowOrder, WindowSampler, load_batch
 from lmforge.pipeline.training.schedule import learning_rate
 from lmforge.pipeline.training.train_step import StepResult, TrainStep, build_engine, uses_bf16
@@ -203,7 +203,7 @@ class WorkerRun:
         }
 
     def _restore(self) -> tuple[ckpt.TrainerState, int | None]:
-        loaded = self._load_chosen_checkpoint()
+        loaded = load_chosen_checkpoint(self.job.checkpoint_dir, self.rank, self.world)
         if loaded is None:
             fresh = ckpt.TrainerState(
                 step=0,
@@ -227,58 +227,6 @@ class WorkerRun:
             ) from exc
         state.world_size = self.world
         return state, state.step
-
-    def _load_chosen_checkpoint(self) -> ckpt.LoadedCheckpoint | None:
-        """Rank 0 picks the checkpoint (so every rank resumes from the same one); all load it."""
-        choice = _choose_checkpoint(self.job.checkpoint_dir) if self.rank == 0 else None
-        if self.world > 1:
-            box = [choice]
-            dist.broadcast_object_list(box, src=0)
-            choice = box[0]
-        if choice is None:
-            return None
-        if choice == "reported":
-            with ray.train.get_checkpoint().as_directory() as directory:
-                return ckpt.load_checkpoint(directory)
-        return ckpt.load_checkpoint(choice)
-
-
-def _choose_checkpoint(checkpoint_dir: str) -> str | None:
-    """'reported' (Ray Train's latest, after a worker failure), a path, or None (fresh start)."""
-    reported = ray.train.get_checkpoint()
-    if reported is not None:
-        with reported.as_directory() as directory:
-            problem = ckpt.verify_checkpoint(directory)
-        if problem is None:
-            return "reported"
-        warnings.warn(
-            f"skipping checkpoint {reported.path} from Ray Train: {problem}", stacklevel=2
-        )
-    path = ckpt.latest_valid_checkpoint(checkpoint_dir)
-    return str(path) if path is not None else None
-
-
-def check_resumable(
-    loaded: ckpt.LoadedCheckpoint, model: ModelConfig, cfg: TrainConfig, n_windows: int
-) -> None:
-    """Raise CheckpointError if `loaded` cannot continue this run; warn if the data changed."""
-    state = loaded.state
-    if state.model_config and state.model_config != model.to_dict():
-        raise ckpt.CheckpointError(
-            f"checkpoint {loaded.path} was written for model {state.model_config}, but this run "
-            f"trains {model.to_dict()}; use another checkpoint directory"
-        )
-    if state.step > cfg.max_steps:
-        raise ckpt.CheckpointError(
-            f"checkpoint {loaded.path} is at step {state.step}, past train.max_steps="
-            f"{cfg.max_steps}; raise train.max_steps or use another checkpoint directory"
-        )
-    if state.n_windows != n_windows:
-        warnings.warn(
-            f"checkpoint {loaded.path} saw {state.n_windows} training windows, the data now has "
-            f"{n_windows}: the data order after step {state.step} differs from the original run",
-            stacklevel=2,
-        )
 
 
 def _setup_device(cfg: TrainConfig) -> torch.device:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ def token_shards(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def ray_session():
-    os.environ.setdefault("RAY_TRAIN_ENABLE_STATE_ACTOR_RECONCILIATION", "0")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=True)
     yield
     ray.shutdown()

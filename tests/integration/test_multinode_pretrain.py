@@ -3,8 +3,6 @@ on each; both nodes host a worker and the loss falls."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import ray
 from fault.training_runs import MODEL, train_config, write_token_shards
@@ -22,7 +20,6 @@ def two_node_cluster():
     The nodes use the machine's address: Ray rewrites a loopback address to it when a driver
     connects, so a cluster bound to 127.0.0.1 is unreachable through `ray.init(address=...)`.
     """
-    os.environ.setdefault("RAY_TRAIN_ENABLE_STATE_ACTOR_RECONCILIATION", "0")
     node = {"num_cpus": 1, "include_dashboard": False}
     cluster = Cluster(initialize_head=True, head_node_args={**node, "resources": {"head": 1}})
     cluster.add_node(**node, resources={"second": 1})
