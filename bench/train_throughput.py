@@ -131,7 +131,9 @@ def main() -> None:
         # Ray runs workers at nice 15 by default; the reference loop runs at 0 in this process,
         # so on a machine shared with other work the comparison would not be like for like.
         os.environ.setdefault("RAY_worker_niceness", "0")
-        ray.init(num_cpus=args.cpus, include_dashboard=False, logging_level="WARNING")
+        ray.init(
+            address="local", num_cpus=args.cpus, include_dashboard=False, logging_level="WARNING"
+        )
         before = reference_loop(data, args.steps, args.cpus)
         ours = lmforge_run(root, data, args.steps, workers=1, cpus=args.cpus, stage=0)
         after = reference_loop(data, args.steps, args.cpus)

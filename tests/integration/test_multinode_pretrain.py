@@ -21,8 +21,8 @@ def two_node_cluster():
     connects, so a cluster bound to 127.0.0.1 is unreachable through `ray.init(address=...)`.
     """
     node = {"num_cpus": 1, "include_dashboard": False}
-    cluster = Cluster(initialize_head=True, head_node_args={**node, "resources": {"head": 1}})
-    cluster.add_node(**node, resources={"second": 1})
+    cluster = Cluster(initialize_head=True, head_node_args=node)
+    cluster.add_node(**node)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address)
     yield cluster
