@@ -280,3 +280,26 @@ def test_a_wrong_or_missing_token_is_one_clear_line(cluster, tmp_path):
         f"lmforge: error: the Ray cluster at {cluster.address} requires a token: set "
         "RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH to the cluster's token"
     ]
+
+
+@pytest.mark.parametrize("scheme", ["", "ray://"])
+def test_an_unreachable_ray_address_is_one_clear_line_within_a_minute(tmp_path, scheme):
+    address = f"{scheme}127.0.0.1:{_free_ports(1)[0]}"
+    started = time.time()
+    proc = lmforge(
+        "run",
+        "--until",
+        "clean",
+        "--ray-address",
+        address,
+        f"workdir={tmp_path / 'runs'}",
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 1
+    assert (
+        proc.stdout.strip()
+        .splitlines()[-1]
+        .startswith(f"lmforge: error: cannot connect to Ray at {address}")
+    )
+    assert time.time() - started < 60
