@@ -10,12 +10,13 @@ trained for the same number of steps on the same memory-mapped token shards by:
 
 Rates are tokens per step over the median step time (steps after the first, so start-up and
 warm-up are left out; the median keeps a burst of load from other processes on a shared machine
-from deciding the result); the mean-based rate is printed beside it. The reference runs before
-and after the lmforge runs and all its steps are pooled. Prints a table and,
+from deciding the result); the mean-based rate is printed beside it. The plain loop and the
+1-worker lmforge run alternate `--repeats` times, the plain loop first and last, and each
+contender's steps are pooled. Prints a table and,
 last, one JSON line: {"bench": "train_throughput", "unit": "tokens/s", "lmforge": X,
 "reference": Y, "ratio": X/Y, "zero2_2workers": Z}. The goal is ratio >= 0.95.
 
-    .venv/bin/python bench/train_throughput.py [--steps 20] [--cpus 2]
+    .venv/bin/python bench/train_throughput.py [--steps 20] [--cpus 2] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import json
 import os
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -100,7 +102,7 @@ def lmforge_run(
         max_failures=0,
         precision="fp32",
     )
-    name = f"zero{stage}-{workers}w"
+    name = f"zero{stage}-{workers}w-{uuid.uuid4().hex[:6]}"
     summary = run_pretraining(
         model_cfg=MODEL,
         train_cfg=cfg,
@@ -124,6 +126,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20, help="optimizer steps per contender")
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2, help="CPUs to use")
+    parser.add_argument("--repeats", type=int, default=2, help="lmforge/plain alternations")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lmforge-bench-train-") as tmp:
         root = Path(tmp)
@@ -134,13 +137,14 @@ def main() -> None:
         ray.init(
             address="local", num_cpus=args.cpus, include_dashboard=False, logging_level="WARNING"
         )
-        before = reference_loop(data, args.steps, args.cpus)
-        ours = lmforge_run(root, data, args.steps, workers=1, cpus=args.cpus, stage=0)
-        after = reference_loop(data, args.steps, args.cpus)
+        plain, ours = reference_loop(data, args.steps, args.cpus), []
+        for _ in range(args.repeats):  # alternate, so that a burst of foreign load hits both
+            ours += lmforge_run(root, data, args.steps, workers=1, cpus=args.cpus, stage=0)
+            plain += reference_loop(data, args.steps, args.cpus)
         zero2 = lmforge_run(root, data, args.steps, workers=2, cpus=args.cpus, stage=2)
         ray.shutdown()
     rows = {
-        "plain PyTorch loop (before+after)": before + after,
+        "plain PyTorch loop": plain,
         "lmforge, 1 worker, ZeRO 0": ours,
         "lmforge, 2 workers, ZeRO 2": zero2,
     }
@@ -148,7 +152,7 @@ def main() -> None:
     for name, seconds in rows.items():
         median, mean = median_rate(seconds), mean_rate(seconds)
         print(f"{name:<36}{median:>14.0f}{mean:>12.0f}{len(seconds):>7}")
-    lmforge, reference = median_rate(ours), median_rate(before + after)
+    lmforge, reference = median_rate(ours), median_rate(plain)
     print(f"ratio lmforge / plain loop: {lmforge / reference:.3f} (goal >= 0.95)")
     result = {
         "bench": "train_throughput",
