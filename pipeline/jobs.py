@@ -234,6 +234,25 @@ def submit_handler(args: argparse.Namespace, config: dict) -> int:
         return _follow(api, job_id, address)
 
 
+def submit_rerun(args: argparse.Namespace, config: dict) -> int:
+    """`lmforge rerun STAGE --address URL [--no-wait]`: the same as `submit --rerun STAGE`."""
+    return submit_handler(rerun_as_submit(args), config)
+
+
+def rerun_as_submit(args: argparse.Namespace) -> argparse.Namespace:
+    """The `submit` arguments equivalent to parsed `rerun STAGE [--downstream]` arguments."""
+    return argparse.Namespace(
+        address=args.address,
+        rerun=args.stage,
+        downstream=args.downstream,
+        until=None,
+        overrides=list(args.overrides),
+        no_wait=getattr(args, "no_wait", False),
+        image=getattr(args, "image", None),
+        job_id=getattr(args, "job_id", None),
+    )
+
+
 def _follow(api, job_id: str, address: str) -> int:
     """Stream the job's logs until it ends; exit status 0 only if it SUCCEEDED."""
 

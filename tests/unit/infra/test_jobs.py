@@ -126,3 +126,12 @@ def test_credentials_in_the_tracking_uri_are_never_sent_with_the_job(tmp_path, m
     err = capsys.readouterr().err
     assert code == 1
     assert "carries credentials" in err and "hunter2" not in err
+
+
+def test_rerun_with_an_address_submits_the_same_job_as_submit_rerun():
+    rerun = _parser().parse_args(["rerun", "pretrain", "--downstream"])
+    rerun.overrides, rerun.address = ["workdir=/shared/runs"], "http://head:8265"
+    submit = _submit_args("--rerun", "pretrain", "--downstream", "workdir=/shared/runs")
+    as_submit = jobs.rerun_as_submit(rerun)
+    assert jobs.pipeline_entrypoint(as_submit) == jobs.pipeline_entrypoint(submit)
+    assert as_submit.address == "http://head:8265" and not as_submit.no_wait
