@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     rerun.add_argument("stage")
     with_overrides(rerun)
     rerun.add_argument("--downstream", action="store_true", help="also recompute its descendants")
+    rerun.add_argument("--address", help="submit the rerun as a Ray Job (http://HEAD:8265)")
+    rerun.add_argument("--no-wait", action="store_true", help="with --address: do not follow logs")
     status = with_overrides(sub.add_parser("status", help="state of the latest pipeline run"))
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--run", default="latest", help="pipeline run id (default: latest)")
@@ -88,14 +90,14 @@ def _config(args: argparse.Namespace) -> dict:
     return config
 
 
-OVERRIDE = re.compile(r"^[A-Za-z_][\w.]*=")
+OVERRIDE = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][\w.]*(=|$)")
 """A `key=value` config override; they may stand anywhere on the command line."""
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    overrides = [a for a in argv if OVERRIDE.match(a)]
-    args = _parser().parse_args([a for a in argv if not OVERRIDE.match(a)])
+    overrides = [a for a in argv if OVERRIDE.match(a) and ("=" in a or a.startswith("~"))]
+    args = _parser().parse_args([a for a in argv if a not in overrides])
     args.overrides = overrides
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
@@ -116,6 +118,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     from lmforge.pipeline import commands
 
     config = _config(args)
+    if args.command == "rerun" and getattr(args, "address", None):
+        from lmforge.pipeline.jobs import submit_rerun
+
+        return submit_rerun(args, config)
     handlers = {
         "run": commands.run,
         "rerun": commands.rerun,

@@ -18,6 +18,7 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> None:
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     kwargs: dict = {"logging_level": logging.WARNING, "log_to_driver": True}
     if address:
+        _check_reachable(address)
         kwargs["address"] = address
     else:
         # A fresh local runtime ("local": never attach to another cluster running on this
@@ -40,6 +41,26 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> None:
         raise LmforgeError(
             f"cannot connect to Ray at {where}: {first[:200]}; check --ray-address "
             "(or cluster.ray_address) and that the cluster is up (`ray status`)"
+        ) from exc
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail in seconds, not minutes, when a Ray address does not answer."""
+    import socket
+
+    target = os.environ.get("RAY_ADDRESS", "") if address == "auto" else address
+    target = target.split("://", 1)[-1]
+    if not target or ":" not in target:
+        return  # "auto" without RAY_ADDRESS: Ray finds the local cluster itself
+    host, _, port = target.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except (OSError, ValueError) as exc:
+        raise LmforgeError(
+            f"cannot connect to Ray at {address}: {exc}; check --ray-address (or "
+            "cluster.ray_address), that the cluster is up (`ray status`) and that "
+            "RAY_AUTH_TOKEN / RAY_AUTH_TOKEN_PATH holds the cluster's token"
         ) from exc
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -89,6 +90,11 @@ def ensure_experiment(mlflow_client, name: str, artifact_location: str | None) -
                 )
     except Exception as exc:  # any transport or store error: name the URI and what to do
         uri = mlflow_client.tracking_uri
+        if any(code in str(exc) for code in ("401", "403")):
+            raise LmforgeError(
+                f"the MLflow server at {uri} refused the credentials: set "
+                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+            ) from exc
         raise LmforgeError(
             f"cannot reach the MLflow tracking store at {uri}: {type(exc).__name__}: "
             f"{str(exc).splitlines()[0][:200]}; check MLFLOW_TRACKING_URI / cluster.tracking_uri"
@@ -105,8 +111,11 @@ def redact(params: Mapping[str, Any]) -> dict[str, Any]:
             for k, v in value.items():
                 walk(f"{prefix}.{k}" if prefix else str(k), v)
             return
-        leaf = prefix.rsplit(".", 1)[-1].lower()
-        secret = leaf not in SECRET_EXEMPT and any(m in leaf for m in SECRET_MARKERS)
+        leaf = prefix.rsplit(".", 1)[-1]
+        words = re.findall(r"[a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", leaf).lower())
+        secret = leaf.lower() not in SECRET_EXEMPT and any(
+            w in SECRET_MARKERS or w == "apikey" for w in words
+        )
         flat[prefix] = "***" if secret else value
 
     walk("", params)
