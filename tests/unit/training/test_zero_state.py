@@ -45,7 +45,7 @@ def world_of_one():
             os.environ[key] = value
 
 
-def _engine(stage: int, seed: int):
+def _engine(stage: int, seed: int, **offload):
     cfg = TrainConfig(
         zero_stage=stage,
         num_workers=1,
@@ -53,6 +53,7 @@ def _engine(stage: int, seed: int):
         micro_batch_size=2,
         lr=1e-2,
         grad_clip=0.5,
+        **offload,
     )
     torch.manual_seed(seed)
     engine = build_engine(MODEL, cfg, 1, torch.device("cpu"))
@@ -78,6 +79,21 @@ def test_every_zero_stage_trains_the_same_trajectory():
             reference = losses
         assert losses == pytest.approx(reference, rel=1e-5), f"ZeRO-{stage}"
         assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize(
+    ("stage", "offload"),
+    [(2, {"offload_optimizer": True}), (3, {"offload_optimizer": True, "offload_params": True})],
+)
+def test_cpu_offload_keeps_the_same_optimizer_and_state(stage, offload):
+    _, plain_step = _engine(0, seed=0)
+    reference = _train(plain_step, range(4))
+    engine, step_fn = _engine(stage, seed=0, **offload)
+    assert _train(step_fn, range(3)) == pytest.approx(reference[:3], rel=1e-5)
+    params, moments = gather_full_state(engine)
+    fresh, fresh_step = _engine(stage, seed=1, **offload)
+    restore_full_state(fresh, params, moments, adam_step(engine))
+    assert _train(fresh_step, [3]) == pytest.approx(reference[3:], rel=1e-5)
 
 
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
