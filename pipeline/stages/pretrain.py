@@ -1,8 +1,9 @@
 """`pretrain`: the decoder-only transformer trained with Ray Train + DeepSpeed ZeRO.
 
 Checkpoints live outside the artifact, under `<workdir>/checkpoints/pretrain/<lineage>/`, where
-the lineage key is the cache key without `train.max_steps`: an interrupted run resumes from its
-latest checkpoint, and raising `train.max_steps` continues a finished run instead of restarting.
+the lineage key is the cache key without the settings that do not change the trajectory
+(`TRAJECTORY_NEUTRAL`): an interrupted run resumes from its latest checkpoint, raising
+`train.max_steps` continues a finished run, and a run may continue on another worker count.
 """
 
 from __future__ import annotations
@@ -30,10 +31,29 @@ def parse(sections: dict) -> PretrainConfig:
     return PretrainConfig(model=model, train=train)
 
 
+TRAJECTORY_NEUTRAL = (
+    "max_steps",
+    "num_workers",
+    "zero_stage",
+    "offload_optimizer",
+    "offload_params",
+    "cpus_per_worker",
+    "placement_strategy",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "log_every",
+    "max_failures",
+    "peak_flops",
+)
+"""Settings that do not change the training trajectory: a run may continue from another's
+checkpoints with different values (more steps, another worker count or ZeRO stage)."""
+
+
 def lineage_key(ctx: StageContext) -> str:
-    """The cache key with `train.max_steps` left out: where this run's checkpoints live."""
+    """The cache key without trajectory-neutral settings: where this run's checkpoints live."""
     train = asdict(ctx.config.train)
-    train.pop("max_steps")
+    for name in TRAJECTORY_NEUTRAL:
+        train.pop(name, None)
     return cache_key(
         "pretrain-lineage",
         "1",
