@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 import torch
+
 from lmforge.model import GPT, ModelConfig, SamplingConfig, generate
 from lmforge.model.hf_export import export_hf
 

@@ -34,13 +34,14 @@ from collections.abc import Callable  # noqa: E402
 from itertools import islice  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from tokenizers import Tokenizer  # noqa: E402
+
 from lmforge.tokenizer import (  # noqa: E402
     TokenizerConfig,
     save_tokenizer,
     tokenize_partition,
     train_bpe,
 )
-from tokenizers import Tokenizer  # noqa: E402
 
 BATCH = 1024
 MB = 1e6

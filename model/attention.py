@@ -15,8 +15,9 @@ import math
 
 import torch
 import torch.nn.functional as F
-from lmforge.model.kv_cache import LayerKV
 from torch import Tensor, nn
+
+from lmforge.model.kv_cache import LayerKV
 
 ATTENTION_IMPLS = ("sdpa", "reference")
 

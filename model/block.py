@@ -4,10 +4,11 @@ LayerNorm, in pre-norm (A17) or post-norm (A18) placement."""
 from __future__ import annotations
 
 import torch.nn.functional as F
+from torch import Tensor, nn
+
 from lmforge.model.attention import CausalSelfAttention
 from lmforge.model.config import ModelConfig
 from lmforge.model.kv_cache import LayerKV
-from torch import Tensor, nn
 
 
 class MLP(nn.Module):

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch import Tensor
+
 from lmforge.model.attention import causal_allowed
 from lmforge.model.gpt import GPT
 from lmforge.model.kv_cache import KVCache
-from torch import Tensor
 
 
 @dataclass(kw_only=True, slots=True)

@@ -15,12 +15,13 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor, nn
+
 from lmforge.model.attention import ATTENTION_IMPLS, CausalSelfAttention
 from lmforge.model.block import Block
 from lmforge.model.config import ModelConfig
 from lmforge.model.kv_cache import KVCache
 from lmforge.model.positions import position_encoding
-from torch import Tensor, nn
 
 INIT_STD = 0.02  # GPT-2's initializer range (a project choice: no seed gives an init, B14)
 

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
+from safetensors.torch import save_file
+from torch import Tensor, nn
+
 from lmforge.model.gpt import GPT
 from lmforge.model.positions import sinusoidal_table
 from lmforge.model.weights import save_model_dir
-from safetensors.torch import save_file
-from torch import Tensor, nn
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig, GPT2Config

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from lmforge.model.gpt import GPT
 from torch import Tensor
+
+from lmforge.model.gpt import GPT
 
 
 def sliding_windows(n_tokens: int, block_size: int, stride: int) -> list[tuple[int, int, int]]:

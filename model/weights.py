@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from safetensors.torch import load_file, save_file
+
 from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
-from safetensors.torch import load_file, save_file
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lmforge.tokenizer.config import EOT
 from tokenizers import Tokenizer
+
+from lmforge.tokenizer.config import EOT
 
 
 def eot_id(tok: Tokenizer) -> int:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
 from lmforge.tokenizer.packing import num_windows, window
 from lmforge.tokenizer.shards import HEADER_SUFFIX, TokenShard, read_shard
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import codecs
 from typing import NamedTuple
 
-from lmforge.tokenizer.convention import encode_document
 from tokenizers import Tokenizer
+
+from lmforge.tokenizer.convention import encode_document
 
 
 class TokenPiece(NamedTuple):

@@ -13,8 +13,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lmforge.tokenizer.config import EOT, EOT_ID, PAD, PAD_ID
 from tokenizers import Tokenizer
+
+from lmforge.tokenizer.config import EOT, EOT_ID, PAD, PAD_ID
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast

@@ -11,10 +11,11 @@ from collections.abc import Iterable
 from itertools import islice
 from pathlib import Path
 
+from tokenizers import Tokenizer
+
 from lmforge.tokenizer.convention import encode_documents
 from lmforge.tokenizer.io import load_tokenizer
 from lmforge.tokenizer.shards import ShardInfo, TokenShardWriter
-from tokenizers import Tokenizer
 
 BATCH = 1024
 """Documents encoded per `encode_batch` call; bounds memory for partitions of any size."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 
 import numpy as np
+
 from lmforge.tokenizer.packing import PackedStream, pack_documents, token_dtype
 
 FORMAT = "lmforge-token-shard"

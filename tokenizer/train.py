@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from lmforge.tokenizer.config import EOT, EOT_ID, PAD, PAD_ID, TokenizerConfig
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from lmforge.tokenizer.config import EOT, EOT_ID, PAD, PAD_ID, TokenizerConfig
 
 
 def new_byte_level_bpe() -> Tokenizer:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import xxhash
+
 from lmforge.pipeline.filters.document import Document
 from lmforge.pipeline.filters.typed_config import config_from_dict
 

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+
 from lmforge.pipeline.filters.base import DocumentFilter, FilterResult
 from lmforge.pipeline.filters.document import Document
 from lmforge.pipeline.filters.words import split_tokens

@@ -31,6 +31,7 @@ from itertools import chain
 
 import numpy as np
 import xxhash
+
 from lmforge.pipeline.filters.typed_config import config_from_dict
 
 _WORD_BYTES_RE = re.compile(rb"[0-9a-z_\x80-\xff]+")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import ftfy
+
 from lmforge.pipeline.filters.base import DocumentTransform
 from lmforge.pipeline.filters.document import Document
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from lmforge.pipeline.filters.base import DroppedDocument
 from lmforge.pipeline.filters.chain import build_filter_chain, chain_counts, run_chain
 from lmforge.pipeline.filters.dedup_exact import ExactDeduplicator

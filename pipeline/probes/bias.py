@@ -19,6 +19,7 @@ from collections.abc import Callable
 from itertools import combinations
 
 import numpy as np
+
 from lmforge.pipeline.probes.prompt_sets import BiasTemplates
 
 TextsToFloats = Callable[[list[str]], list[float]]

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from lmforge.pipeline.probes.perplexity_math import perplexity
 
 _FLUSH_PAIRS = 1 << 22  # pair codes buffered before they are folded into the sparse counts

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 import numpy as np
+
 from lmforge.pipeline.probes.prompt_sets import ToxicityPrompt
 
 T = TypeVar("T")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from lmforge.pipeline.sources.config import DataConfig
 
 RISKS = (

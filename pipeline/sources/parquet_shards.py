@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from lmforge.pipeline.filters.document import Document
 
 SCHEMA = pa.schema(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from cli_runner import lmforge, status, summary
+
 from lmforge.pipeline.tracking import client
 
 pytestmark = pytest.mark.integration

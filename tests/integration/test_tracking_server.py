@@ -11,6 +11,7 @@ import urllib.request
 
 import pytest
 from cli_runner import lmforge, status
+
 from lmforge.pipeline.tracking import client
 
 pytestmark = pytest.mark.integration

@@ -8,6 +8,7 @@ import random
 
 import pyarrow.parquet as pq
 import pytest
+
 from lmforge.pipeline.sources.embedded import embedded_documents
 from lmforge.pipeline.sources.files import SourceError
 

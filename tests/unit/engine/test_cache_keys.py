@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from lmforge.pipeline.config import compose
 from lmforge.pipeline.dag import Dag
 from lmforge.pipeline.errors import ConfigError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from lmforge.pipeline.dag import Dag
 from lmforge.pipeline.errors import ConfigError
 from lmforge.pipeline.execute import load_stages

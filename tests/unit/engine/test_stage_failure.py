@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from lmforge.pipeline.execute import StageTask, execute_stage
 from lmforge.pipeline.stage import stage, unregister_stage
 from lmforge.pipeline.store import ArtifactStore

@@ -1,6 +1,7 @@
 """Shared crafted documents for the filter tests."""
 
 import pytest
+
 from lmforge.pipeline.filters.document import Document
 
 GOOD_PROSE = (

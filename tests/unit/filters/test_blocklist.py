@@ -1,6 +1,7 @@
 """Word blocklist: whole words from a file, case-insensitive; the shipped default loads."""
 
 import pytest
+
 from lmforge.pipeline.filters.blocklist import (
     BlocklistConfig,
     BlocklistFilter,

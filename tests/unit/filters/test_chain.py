@@ -1,6 +1,7 @@
 """The default chain: order, switches, typed config from dicts, and conservation of documents."""
 
 import pytest
+
 from lmforge.pipeline.filters.base import DroppedDocument
 from lmforge.pipeline.filters.chain import (
     FilterChainConfig,

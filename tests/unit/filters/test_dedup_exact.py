@@ -1,6 +1,7 @@
 """Exact dedup: one document kept per normalised text, chosen the same way on any partitioning."""
 
 import pytest
+
 from lmforge.pipeline.filters.dedup_exact import (
     ExactDedupConfig,
     ExactDeduplicator,

@@ -1,6 +1,7 @@
 """Gopher quality rules on crafted documents that must pass and must fail."""
 
 import pytest
+
 from lmforge.pipeline.filters.gopher_quality import GopherQualityConfig, GopherQualityFilter
 
 

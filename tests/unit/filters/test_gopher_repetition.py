@@ -3,6 +3,7 @@
 import random
 
 import pytest
+
 from lmforge.pipeline.filters.gopher_repetition import (
     GopherRepetitionConfig,
     GopherRepetitionFilter,

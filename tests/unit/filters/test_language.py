@@ -1,6 +1,7 @@
 """Offline language identification keeps configured languages above a confidence."""
 
 import pytest
+
 from lmforge.pipeline.filters.language import LanguageConfig, LanguageFilter
 
 GERMAN = (

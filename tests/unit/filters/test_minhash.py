@@ -4,6 +4,7 @@ import random
 
 import numpy as np
 import pytest
+
 from lmforge.pipeline.filters.minhash import (
     EMPTY,
     MinHashConfig,

@@ -4,6 +4,7 @@ import random
 import unicodedata
 
 import pytest
+
 from lmforge.pipeline.filters.document import Document
 from lmforge.pipeline.filters.normalize import (
     NormalizeConfig,

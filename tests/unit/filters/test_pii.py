@@ -1,6 +1,7 @@
 """PII redaction vectors: what must become a placeholder, and what must stay."""
 
 import pytest
+
 from lmforge.pipeline.filters.pii import PIIConfig, PIIRedactor, luhn_valid
 
 

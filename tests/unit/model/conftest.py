@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
 

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+
 from lmforge.model.attention import CausalSelfAttention, causal_mask, reference_attention
 
 

@@ -6,6 +6,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+
 from lmforge.model.block import Block
 from lmforge.model.config import ModelConfig
 from lmforge.model.positions import SinusoidalPositions, sinusoidal_table

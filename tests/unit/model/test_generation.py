@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+
 from lmforge.model.generate import SamplingConfig, filter_logits, generate
 
 PROMPTS = [[5, 17, 33, 2, 8, 61], [40], [7, 7, 90]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from lmforge.model.config import MODEL_PRESETS, ModelConfig
 
 VALID = {"vocab_size": 100, "block_size": 16, "d_model": 32, "n_head": 4, "n_layer": 2, "d_ff": 64}

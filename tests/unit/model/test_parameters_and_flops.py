@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+
 from lmforge.model.config import ModelConfig
 from lmforge.model.flops import flops_per_token, mfu, non_embedding_parameters
 from lmforge.model.gpt import GPT

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+
 from lmforge.model.perplexity import sliding_windows, token_nll
 
 

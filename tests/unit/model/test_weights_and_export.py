@@ -7,12 +7,13 @@ import json
 
 import pytest
 import torch
-from lmforge.model.generate import SamplingConfig, generate
-from lmforge.model.hf_export import export_hf
-from lmforge.model.weights import load_model_dir, load_weights, save_model_dir, save_weights
 from safetensors import safe_open
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+
+from lmforge.model.generate import SamplingConfig, generate
+from lmforge.model.hf_export import export_hf
+from lmforge.model.weights import load_model_dir, load_weights, save_model_dir, save_weights
 
 IDS = torch.tensor(
     [[3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46, 26], [2, 71, 82, 81, 82, 8, 4, 5, 9, 0, 45, 23]]

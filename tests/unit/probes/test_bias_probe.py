@@ -2,6 +2,7 @@
 length of the group's name."""
 
 import pytest
+
 from lmforge.pipeline.probes.bias import (
     bias_metrics,
     bias_report,

@@ -3,6 +3,7 @@
 import math
 
 import pytest
+
 from lmforge.pipeline.probes.memorisation import (
     Canary,
     canaries_from_records,

@@ -1,6 +1,7 @@
 """Minimal-pair accuracy (F5): the share of pairs where the model prefers the acceptable one."""
 
 import pytest
+
 from lmforge.pipeline.probes.minimal_pairs import (
     MINIMAL_PAIRS,
     MinimalPair,

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+
 from lmforge.pipeline.probes.ngram import BigramLM, UnigramLM, ngram_baselines, with_leading_eot
 
 T6_CORPUS = [

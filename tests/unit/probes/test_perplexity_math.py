@@ -3,6 +3,7 @@
 import math
 
 import pytest
+
 from lmforge.pipeline.probes.perplexity_math import (
     bits_per_byte,
     bits_per_token,

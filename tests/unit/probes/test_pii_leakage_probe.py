@@ -1,6 +1,7 @@
 """PII leakage: samples count as leaking only when they reproduce PII seen in training."""
 
 import pytest
+
 from lmforge.pipeline.probes.pii_leakage import (
     collect_training_pii,
     find_pii,

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+
 from lmforge.pipeline.probes.prompt_sets import (
     BiasPromptTemplate,
     load_bias_templates,

@@ -1,6 +1,7 @@
 """Diversity of samples: distinct-n and repetition are computed exactly as documented."""
 
 import pytest
+
 from lmforge.pipeline.probes.diversity import (
     distinct_n,
     diversity_stats,

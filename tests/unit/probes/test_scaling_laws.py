@@ -1,6 +1,7 @@
 """Scaling-law predictions reproduce the seed's constants and worked values (T3, T4)."""
 
 import pytest
+
 from lmforge.pipeline.probes.scaling import (
     N_C,
     loss_from_compute,

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+
 from lmforge.pipeline.probes.prompt_sets import ToxicityPrompt
 from lmforge.pipeline.probes.toxicity import (
     ProfanityCheckScorer,

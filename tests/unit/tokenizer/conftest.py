@@ -10,8 +10,9 @@ import random
 from pathlib import Path
 
 import pytest
-from lmforge.tokenizer import TokenizerConfig, save_tokenizer, train_bpe
 from tokenizers import Tokenizer
+
+from lmforge.tokenizer import TokenizerConfig, save_tokenizer, train_bpe
 
 _SUBJECTS = [
     "the transformer",

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from lmforge.tokenizer import EOT, PAD, TokenizerConfig, decode_ids, train_bpe
 from tokenizers import Tokenizer, pre_tokenizers
+
+from lmforge.tokenizer import EOT, PAD, TokenizerConfig, decode_ids, train_bpe
 
 FREQUENT_WORD = "transformer"  # the most frequent long word of the conftest corpus
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from tokenizers import Tokenizer
+
 from lmforge.tokenizer import EOT, describe_tokens, format_tokens
 from lmforge.tokenizer.describe import token_bytes
-from tokenizers import Tokenizer
 
 
 def test_pieces_are_the_tokens_in_order_and_their_bytes_rebuild_the_text(tok: Tokenizer) -> None:

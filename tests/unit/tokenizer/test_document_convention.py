@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tokenizers import Tokenizer
+from transformers import AutoTokenizer
+
 from lmforge.tokenizer import (
     TokenDataset,
     encode_document,
@@ -11,8 +14,6 @@ from lmforge.tokenizer import (
     eot_id,
     tokenize_partition,
 )
-from tokenizers import Tokenizer
-from transformers import AutoTokenizer
 
 DOCS = ["First document.", "", "Second 🤗 document\n\n  with   spaces", "<|user|> third"]
 

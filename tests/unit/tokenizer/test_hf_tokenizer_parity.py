@@ -7,9 +7,10 @@ import random
 from pathlib import Path
 
 import pytest
-from lmforge.tokenizer import EOT, PAD, TOKENIZER_FILES, decode_ids, load_tokenizer
 from tokenizers import Tokenizer
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+from lmforge.tokenizer import EOT, PAD, TOKENIZER_FILES, decode_ids, load_tokenizer
 
 HARD_TEXTS = [
     "",

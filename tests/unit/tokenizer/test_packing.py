@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from lmforge.tokenizer import num_windows, pack_documents, token_dtype, window
 
 DOCS = [[0, 5, 6, 7], [0, 8], [0, 9, 10, 11, 12, 13], [0]]

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from lmforge.tokenizer import TokenDataset, encode_documents, tokenize_partition
 from tokenizers import Tokenizer
+
+from lmforge.tokenizer import TokenDataset, encode_documents, tokenize_partition
 
 
 def test_partition_is_encoded_in_batches_into_one_shard_in_order(

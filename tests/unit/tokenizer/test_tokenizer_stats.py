@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from lmforge.tokenizer import TokenizerConfig, tokenizer_stats, train_bpe
 from tokenizers import Tokenizer
+
+from lmforge.tokenizer import TokenizerConfig, tokenizer_stats, train_bpe
 
 
 @pytest.fixture(scope="module")
