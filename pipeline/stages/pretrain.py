@@ -99,5 +99,11 @@ def pretrain(ctx: StageContext) -> dict:
         k: v for k, v in summary.items() if isinstance(v, int | float | str) and k != "model_dir"
     }
     result["export_format"] = export.format
+    if ctx.tracking_uri and ctx.mlflow_run_id:
+        from lmforge.pipeline.stages.mlflow_model import log_text_generator
+
+        result["mlflow_model_uri"] = log_text_generator(
+            ctx.tracking_uri, ctx.mlflow_run_id, ctx.out_dir, ctx.input("train_tokenizer")
+        )
     result["checkpoint_dir"] = str(checkpoint_dir)
     return result

@@ -1,0 +1,64 @@
+"""The trained model as an MLflow 3 logged model (pyfunc), so it loads back from its run with
+`mlflow.pyfunc.load_model("models:/<id>")` and serves with `mlflow models serve`.
+
+Input: a list of prompts or a DataFrame with a `prompt` column; output: one continuation each.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlflow.pyfunc
+
+
+class TextGenerator(mlflow.pyfunc.PythonModel):
+    """Greedy or sampled continuations from the lmforge model and tokenizer in the artifacts."""
+
+    def load_context(self, context) -> None:
+        from lmforge.pipeline.stages.trained_model import TrainedModel
+
+        self.trained = TrainedModel(
+            Path(context.artifacts["pretrain"]), Path(context.artifacts["tokenizer"])
+        )
+
+    def predict(self, context, model_input, params: dict | None = None) -> list[str]:
+        from lmforge.model.generate import SamplingConfig
+
+        params = params or {}
+        if hasattr(model_input, "columns"):  # a DataFrame: the `prompt` column, else the first
+            column = "prompt" if "prompt" in model_input.columns else model_input.columns[0]
+            prompts = list(model_input[column])
+        else:
+            prompts = list(model_input)
+        sampling = SamplingConfig(
+            max_new_tokens=int(params.get("max_new_tokens", 32)),
+            greedy=bool(params.get("greedy", True)),
+            temperature=float(params.get("temperature", 1.0)),
+            top_p=float(params.get("top_p", 1.0)),
+            seed=int(params.get("seed", 0)),
+        )
+        return self.trained.complete([str(p) for p in prompts], sampling)
+
+
+def log_text_generator(tracking_uri: str, run_id: str, pretrain_dir: Path, tokenizer_dir: Path):
+    """Log the model into the stage's run; returns the logged model's URI."""
+    from mlflow import MlflowClient
+    from mlflow.models import infer_signature
+
+    defaults = {"max_new_tokens": 32, "greedy": True, "temperature": 1.0, "top_p": 1.0, "seed": 0}
+    signature = infer_signature(["a prompt"], ["a continuation"], params=defaults)
+    mlflow.set_tracking_uri(tracking_uri)
+    client = MlflowClient(tracking_uri)
+    mlflow.start_run(run_id=run_id)
+    try:
+        info = mlflow.pyfunc.log_model(
+            name="model",
+            python_model=TextGenerator(),
+            artifacts={"pretrain": str(pretrain_dir), "tokenizer": str(tokenizer_dir)},
+            pip_requirements=["lmforge", "torch", "tokenizers", "safetensors"],
+            signature=signature,
+        )
+    finally:
+        mlflow.end_run()
+        client.update_run(run_id, status="RUNNING")  # the engine sets the final status
+    return info.model_uri
