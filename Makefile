@@ -22,7 +22,7 @@ demo: $(STAMP)
 	$(BIN)/lmforge run preset=tiny
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=15 tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -55,8 +55,8 @@ def test_ctrl_c_during_pretrain_resumes_from_the_latest_checkpoint(workdir):
     after = status(workdir)
     assert after["tokenize"]["state"] == "cached"
     trained = summary(workdir, "pretrain")
-    assert trained["resumed_from_step"] >= 20
-    assert trained["steps"] == 120
+    assert trained["resumed_from_step"] >= 10
+    assert trained["steps"] == 60
 
     from transformers import AutoModelForCausalLM
 
