@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 ARGS = [
     "preset=tiny",
     "train.zero_stage=3",
-    "train.max_steps=60",
+    "train.max_steps=120",
     "train.checkpoint_every=10",
     "eval.harm.num_prompts=4",
     "eval.harm.bias_samples=0",
@@ -40,7 +40,7 @@ def test_ctrl_c_during_pretrain_resumes_from_the_latest_checkpoint(workdir):
     while not list((workdir / "checkpoints").glob("pretrain/*/step_*/COMPLETE")):
         assert proc.poll() is None, proc.stdout.read()
         assert time.time() < deadline, "no checkpoint within 10 minutes"
-        time.sleep(1)
+        time.sleep(0.2)
     os.kill(proc.pid, signal.SIGINT)
     output, _ = proc.communicate(timeout=180)
     assert proc.returncode == 130, output
@@ -56,7 +56,7 @@ def test_ctrl_c_during_pretrain_resumes_from_the_latest_checkpoint(workdir):
     assert after["tokenize"]["state"] == "cached"
     trained = summary(workdir, "pretrain")
     assert trained["resumed_from_step"] >= 10
-    assert trained["steps"] == 60
+    assert trained["steps"] == 120
 
     from transformers import AutoModelForCausalLM
 
