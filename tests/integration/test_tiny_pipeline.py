@@ -10,13 +10,16 @@ from lmforge.pipeline.tracking import client
 
 pytestmark = pytest.mark.integration
 
+TINY = ["preset=tiny", "train.max_steps=200"]
+"""The demo's configuration, trained half as long to keep the suite short."""
+
 ALL = {"clean", "train_tokenizer", "tokenize", "pretrain", "perplexity", "sample", "harm", "report"}
 
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("tiny") / "runs"
-    proc = lmforge("run", "preset=tiny", f"workdir={workdir}")
+    proc = lmforge("run", *TINY, f"workdir={workdir}")
     return workdir, proc, status(workdir)
 
 
@@ -59,7 +62,7 @@ def test_mlflow_holds_one_parent_with_one_nested_run_per_stage(first_run):
 
 def test_second_unchanged_run_is_all_cache_hits(first_run):
     workdir, _, before = first_run
-    proc = lmforge("run", "preset=tiny", f"workdir={workdir}")
+    proc = lmforge("run", *TINY, f"workdir={workdir}")
     after = status(workdir)
     assert {s["state"] for s in after.values()} == {"cached"}
     mlflow = client(f"sqlite:///{workdir / 'mlflow.db'}")
@@ -72,7 +75,7 @@ def test_second_unchanged_run_is_all_cache_hits(first_run):
 
 def test_rerun_perplexity_executes_that_stage_and_nothing_else(first_run):
     workdir, _, _ = first_run
-    lmforge("rerun", "perplexity", "preset=tiny", f"workdir={workdir}")
+    lmforge("rerun", "perplexity", *TINY, f"workdir={workdir}")
     states = {name: s["state"] for name, s in status(workdir).items()}
     assert states.pop("perplexity") == "ran"
     assert set(states.values()) == {"cached"}
@@ -80,7 +83,7 @@ def test_rerun_perplexity_executes_that_stage_and_nothing_else(first_run):
 
 def test_changing_the_learning_rate_reruns_pretrain_and_its_descendants_only(first_run):
     workdir, _, _ = first_run
-    lmforge("run", "preset=tiny", "train.lr=0.002", f"workdir={workdir}")
+    lmforge("run", *TINY, "train.lr=0.002", f"workdir={workdir}")
     states = {name: s["state"] for name, s in status(workdir).items()}
     ran = {name for name, state in states.items() if state == "ran"}
     assert ran == {"pretrain", "perplexity", "sample", "harm", "report"}
