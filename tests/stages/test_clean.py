@@ -127,3 +127,35 @@ def test_planted_near_duplicates_are_removed_and_traced_to_the_kept_document(run
     assert len(wrongly_merged) <= 0.01 * len(originals) + 1e-9
     datasheet = (artifact / "datasheet.md").read_text()
     assert "near duplicates removed" in datasheet and "Known risks" in datasheet
+
+
+def test_parquet_and_datasets_sources_keep_ids_sources_and_metadata(run_stage, tmp_path):
+    import datasets
+    import pyarrow as pa
+
+    rows = [
+        {"id": f"p{i}", "body": t, "url": f"https://example.org/{i}"}
+        for i, t in enumerate(TOPICS[:30])
+    ]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "docs.parquet")
+    datasets.Dataset.from_list(
+        [{"id": f"h{i}", "body": t} for i, t in enumerate(TOPICS[30:60])]
+    ).save_to_disk(str(tmp_path / "hfdata"))
+    artifact, summary = run_stage(
+        "clean",
+        [
+            f"data.paths=[{tmp_path / 'docs.parquet'},hf:{tmp_path / 'hfdata'}]",
+            "data.text_field=body",
+            "data.val_fraction=0.3",
+        ],
+    )
+    assert summary["docs_in"] == 60
+    shards = sorted(artifact.glob("t*-*.parquet")) + sorted(artifact.glob("val-*.parquet"))
+    kept = [
+        r for p in shards for r in pq.read_table(p, columns=["id", "source", "meta"]).to_pylist()
+    ]
+    by_id = {r["id"]: r for r in kept}
+    parquet_rows = [r for r in kept if r["id"].startswith("p")]
+    assert parquet_rows and all(r["source"].endswith("docs.parquet") for r in parquet_rows)
+    assert all(json.loads(r["meta"])["url"].startswith("https://") for r in parquet_rows)
+    assert any(i.startswith("h") and by_id[i]["source"].startswith("hf:") for i in by_id)
