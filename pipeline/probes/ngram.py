@@ -14,6 +14,7 @@ estimates of F4 (an unseen event then has probability 0 and infinite cross-entro
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -52,14 +53,15 @@ def _smoothed_log(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
         return np.log(p)
 
 
-class _PositionScorer:
+class _PositionScorer(ABC):
     """Scores the next-token positions of sequences; subclasses give log P(token | prev)."""
 
     __slots__ = ()
     vocab_size: int
 
+    @abstractmethod
     def _pair_log_probs(self, prev: np.ndarray, token: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """log P(token | prev), elementwise."""
 
     def token_log_probs(self, seq: Sequence[int] | np.ndarray) -> np.ndarray:
         """log P(seq[t+1] | context) for t = 0 .. len-2."""
