@@ -70,6 +70,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             final_dir=store.local_path(task.stage, task.key),
             mlflow_run_id=task.mlflow_run_id,
             tracking_uri=task.tracking_uri,
+            store_uri=task.store_uri,
         )
         summary = spec.fn(ctx) or {}
         finished = time.time()

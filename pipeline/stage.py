@@ -54,7 +54,16 @@ class StageContext:
     """Where the artifact can be read on this node once committed (for paths written into it)."""
     mlflow_run_id: str | None = None
     tracking_uri: str | None = None
+    store_uri: str | None = None
+    """`cluster.store_uri`: None or a path for the local store, else a URI such as s3://..."""
     extras: dict[str, Any] = field(default_factory=dict)
+
+    def shared_location(self, *parts: str) -> str:
+        """A path or URI for data kept outside artifacts (checkpoints, Ray Train storage) that
+        every node reaches: under the bucket when the store is one, else under the workdir."""
+        if self.store_uri and "://" in self.store_uri:
+            return "/".join([self.store_uri.rstrip("/"), *parts])
+        return str(self.workdir.joinpath(*parts))
 
     def input(self, name: str) -> Path:
         """The artifact directory of upstream stage `name`."""

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -16,3 +21,46 @@ def workdir(tmp_path):
     path = tmp_path / "runs"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+def s3():
+    """A real S3-compatible server (moto) on 127.0.0.1 with a bucket `lmforge`: (env, client)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = Path(sys.executable).parent / "moto_server"
+    proc = subprocess.Popen(
+        [str(server), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    env = {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    try:
+        import boto3
+
+        client = boto3.client(
+            "s3",
+            endpoint_url=env["AWS_ENDPOINT_URL"],
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+            region_name="us-east-1",
+        )
+        deadline = time.time() + 30
+        while True:
+            try:
+                client.create_bucket(Bucket="lmforge")
+                break
+            except Exception:  # the server is still starting
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.5)
+        yield env, client
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

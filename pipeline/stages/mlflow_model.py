@@ -6,6 +6,8 @@ Input: a list of prompts or a DataFrame with a `prompt` column; output: one cont
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 import mlflow.pyfunc
@@ -47,8 +49,29 @@ def log_text_generator(tracking_uri: str, run_id: str, pretrain_dir: Path, token
 
     defaults = {"max_new_tokens": 32, "greedy": True, "temperature": 1.0, "top_p": 1.0, "seed": 0}
     signature = infer_signature(["a prompt"], ["a continuation"], params=defaults)
-    mlflow.set_tracking_uri(tracking_uri)
     client = MlflowClient(tracking_uri)
+    with _fluent_tracking_uri(tracking_uri):
+        return _log_into(run_id, client, signature, pretrain_dir, tokenizer_dir)
+
+
+@contextlib.contextmanager
+def _fluent_tracking_uri(uri: str):
+    """Point MLflow's fluent API at `uri` for a block, then restore the process as it was.
+
+    `mlflow.set_tracking_uri` also exports MLFLOW_TRACKING_URI; left set, a reused Ray worker
+    would send the next pipeline's stage runs to this pipeline's store.
+    """
+    previous = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(None)
+        if previous is not None:
+            os.environ["MLFLOW_TRACKING_URI"] = previous
+
+
+def _log_into(run_id, client, signature, pretrain_dir: Path, tokenizer_dir: Path) -> str:
     mlflow.start_run(run_id=run_id)
     try:
         info = mlflow.pyfunc.log_model(

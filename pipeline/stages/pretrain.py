@@ -79,14 +79,14 @@ def pretrain(ctx: StageContext) -> dict:
 
     tok = load_tokenizer(ctx.input("train_tokenizer"))
     model_cfg = ModelConfig(**{**asdict(ctx.config.model), "vocab_size": tok.get_vocab_size()})
-    checkpoint_dir = ctx.workdir / "checkpoints" / "pretrain" / lineage_key(ctx)
+    checkpoint_dir = ctx.shared_location("checkpoints", "pretrain", lineage_key(ctx))
     summary = run_pretraining(
         model_cfg=model_cfg,
         train_cfg=ctx.config.train,
         data_dir=str(ctx.input("tokenize")),
         out_dir=str(ctx.out_dir / "model"),
-        checkpoint_dir=str(checkpoint_dir),
-        storage_path=str(ctx.workdir / "ray_storage"),
+        checkpoint_dir=checkpoint_dir,
+        storage_path=ctx.shared_location("ray_storage"),
         tracking_uri=ctx.tracking_uri,
         mlflow_run_id=ctx.mlflow_run_id,
     )
@@ -105,5 +105,5 @@ def pretrain(ctx: StageContext) -> dict:
         result["mlflow_model_uri"] = log_text_generator(
             ctx.tracking_uri, ctx.mlflow_run_id, ctx.out_dir, ctx.input("train_tokenizer")
         )
-    result["checkpoint_dir"] = str(checkpoint_dir)
+    result["checkpoint_dir"] = checkpoint_dir
     return result

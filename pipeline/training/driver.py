@@ -14,6 +14,7 @@ continues from its newest valid checkpoint (an interrupted run, or a finished on
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 import uuid
@@ -30,6 +31,7 @@ from lmforge.model.weights import save_model_dir
 from lmforge.pipeline.training.checkpoint import load_checkpoint
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.fault import FaultInjection
+from lmforge.pipeline.training.remote_checkpoints import is_remote
 from lmforge.pipeline.training.worker import TrainingJob, train_loop_per_worker
 
 
@@ -54,15 +56,18 @@ def run_pretraining(
     `out_dir`, and return a summary of the run.
 
     checkpoint_dir: our checkpoints, kept across calls (key it by the stage's cache key);
-        every node must reach it. storage_path: Ray Train's storage (its copies of the
-        reported checkpoints, run state), also reachable from every node. The summary holds
-        steps, tokens, initial/final loss, the per-step losses, tokens/s and MFU.
+        a shared path or a URI (s3://...) that every node reaches. storage_path: Ray Train's
+        storage (its copies of the reported checkpoints, run state), a shared path or a URI.
+        The summary holds steps, tokens, initial/final loss, the per-step losses, tokens/s
+        and MFU.
     """
     job = TrainingJob(
         model=model_cfg,
         train=train_cfg,
         data_dir=str(data_dir),
-        checkpoint_dir=str(Path(checkpoint_dir).resolve()),
+        checkpoint_dir=checkpoint_dir
+        if is_remote(checkpoint_dir)
+        else str(Path(checkpoint_dir).resolve()),
         tracking_uri=tracking_uri,
         mlflow_run_id=mlflow_run_id,
         fault=fault,
@@ -94,15 +99,21 @@ def run_pretraining(
         loaded = load_checkpoint(directory)
     export_model(model_cfg, loaded.params, Path(out_dir))
     summary.update(steps=loaded.state.step, losses=loaded.state.losses, model_dir=str(out_dir))
-    _remove_local_run_dir(str(storage_path), name)
+    _remove_run_dir(str(storage_path), name)
     return summary
 
 
-def _remove_local_run_dir(storage_path: str, name: str) -> None:
-    """Ray Train's copies of a finished run are redundant with `checkpoint_dir`: drop them
-    (on local or mounted storage; a bucket URI is left to its lifecycle rules)."""
-    if "://" not in storage_path:
+def _remove_run_dir(storage_path: str, name: str) -> None:
+    """Ray Train's copies of a finished run are redundant with `checkpoint_dir`: drop them."""
+    if not is_remote(storage_path):
         shutil.rmtree(Path(storage_path) / name, ignore_errors=True)
+        return
+    import pyarrow.fs as pafs
+
+    fs, base = pafs.FileSystem.from_uri(storage_path.rstrip("/"))
+    # nothing uploaded, or the store refuses deletes: its lifecycle rules apply then
+    with contextlib.suppress(OSError):
+        fs.delete_dir(f"{base}/{name}")
 
 
 def scaling_config(cfg: TrainConfig) -> ScalingConfig:

@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.training import checkpoint as ckpt
+from lmforge.pipeline.training import remote_checkpoints
 from lmforge.pipeline.training.config import TrainConfig
 
 
@@ -32,11 +33,11 @@ def load_chosen_checkpoint(
     if choice == "reported":
         with ray.train.get_checkpoint().as_directory() as directory:
             return ckpt.load_checkpoint(directory)
-    return ckpt.load_checkpoint(choice)
+    return remote_checkpoints.load(choice)
 
 
 def choose_checkpoint(checkpoint_dir: str) -> str | None:
-    """'reported' (Ray Train's latest, after a worker failure), a path, or None (fresh start)."""
+    """'reported' (Ray Train's latest, after a worker failure), a path or URI, or None."""
     reported = ray.train.get_checkpoint()
     if reported is not None:
         with reported.as_directory() as directory:
@@ -46,8 +47,7 @@ def choose_checkpoint(checkpoint_dir: str) -> str | None:
         warnings.warn(
             f"skipping checkpoint {reported.path} from Ray Train: {problem}", stacklevel=2
         )
-    path = ckpt.latest_valid_checkpoint(checkpoint_dir)
-    return str(path) if path is not None else None
+    return remote_checkpoints.latest(checkpoint_dir)
 
 
 def check_resumable(

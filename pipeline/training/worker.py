@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import ray.train
@@ -23,6 +22,7 @@ from ray.train.torch import get_device
 
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.training import checkpoint as ckpt
+from lmforge.pipeline.training import remote_checkpoints
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.fault import FaultInjection
 from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
@@ -48,7 +48,8 @@ class TrainingJob:
     split: str = "train"
     """Split to train on."""
     checkpoint_dir: str
-    """Where checkpoints live across runs of the same key; reachable from every node."""
+    """Where checkpoints live across runs of the same key, reachable from every node: a shared
+    path or a URI such as s3://bucket/checkpoints/<key> (see `remote_checkpoints`)."""
     tracking_uri: str | None = None
     """MLflow tracking URI; with `mlflow_run_id`, rank 0 logs metrics into that run."""
     mlflow_run_id: str | None = None
@@ -89,7 +90,7 @@ class WorkerRun:
         self.tokens_per_step = self.cfg.global_batch_size * job.model.block_size
         self.meter = ThroughputMeter(self.tokens_per_step)
         self.written_step: int | None = None
-        self.written_path: Path | None = None
+        self.written_path: str | None = None
         self.metrics_sink = None
         self.peak, self.peak_source = None, ""
         if self.rank == 0:
@@ -164,10 +165,10 @@ class WorkerRun:
         checkpoint, name = None, None
         if self.rank == 0:
             self.state.adam_step = adam_step(self.engine)
-            path = ckpt.write_checkpoint(self.job.checkpoint_dir, params, moments, self.state)
-            ckpt.prune_checkpoints(self.job.checkpoint_dir, self.cfg.keep_checkpoints)
+            path, self.written_path = remote_checkpoints.save(
+                self.job.checkpoint_dir, params, moments, self.state, self.cfg.keep_checkpoints
+            )
             checkpoint, name = Checkpoint.from_directory(str(path)), path.name
-            self.written_path = path
         self.written_step = self.state.step
         ray.train.report(
             self._summary() if final else {"step": self.state.step, "loss": self.state.losses[-1]},
@@ -199,7 +200,7 @@ class WorkerRun:
             "world_size": self.world,
             "worker_nodes": self.nodes,
             "resumed_from_step": self.resumed_from,
-            "checkpoint_path": str(self.written_path) if self.written_path else None,
+            "checkpoint_path": self.written_path,
         }
 
     def _restore(self) -> tuple[ckpt.TrainerState, int | None]:

@@ -4,14 +4,13 @@ missing bucket is one clear error."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
+import json
+import shutil
 
 import pytest
 from cli_runner import lmforge, status
+
+from lmforge.pipeline.training.remote_checkpoints import local_staging
 
 pytestmark = pytest.mark.integration
 
@@ -22,48 +21,6 @@ SHORT = [
     "eval.harm.bias_samples=0",
     "eval.harm.pii_samples=4",
 ]
-
-
-@pytest.fixture
-def s3(tmp_path):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = Path(sys.executable).parent / "moto_server"
-    proc = subprocess.Popen(
-        [str(server), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    env = {
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    try:
-        import boto3
-
-        client = boto3.client(
-            "s3",
-            endpoint_url=env["AWS_ENDPOINT_URL"],
-            aws_access_key_id="test",
-            aws_secret_access_key="test",
-            region_name="us-east-1",
-        )
-        deadline = time.time() + 30
-        while True:
-            try:
-                client.create_bucket(Bucket="lmforge")
-                break
-            except Exception:  # the server is still starting
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.5)
-        yield env, client
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_tiny_pipeline_with_its_store_in_a_bucket(s3, workdir):
@@ -77,8 +34,27 @@ def test_tiny_pipeline_with_its_store_in_a_bucket(s3, workdir):
         assert entry["artifact"] == f"s3://lmforge/store/{name}/{entry['key']}"
         assert f"store/{name}/{entry['key']}/manifest.json" in keys
     assert not (workdir / "store").exists()
+    checkpoints = _summary(client, states["pretrain"])["checkpoint_dir"]
+    assert checkpoints.startswith("s3://lmforge/store/checkpoints/pretrain/")
+    prefix = checkpoints.removeprefix("s3://lmforge/")
+    assert f"{prefix}/step_000020/COMPLETE" in keys
+    assert not list(workdir.rglob("step_*")) and not (workdir / "ray_storage").exists()
     lmforge(*args, env=env)
     assert {s["state"] for s in status(workdir).values()} == {"cached"}
+
+    shutil.rmtree(workdir / "cache")  # as on a fresh node: only the bucket holds the run
+    shutil.rmtree(local_staging(checkpoints))
+    longer = [a.replace("max_steps=20", "max_steps=30") for a in args]
+    lmforge(*longer, env=env)
+    pretrain = status(workdir)["pretrain"]
+    assert pretrain["state"] == "ran"
+    assert _summary(client, pretrain)["resumed_from_step"] == 20
+    assert _summary(client, pretrain)["steps"] == 30
+
+
+def _summary(client, entry: dict) -> dict:
+    key = entry["artifact"].removeprefix("s3://lmforge/") + "/manifest.json"
+    return json.loads(client.get_object(Bucket="lmforge", Key=key)["Body"].read())["summary"]
 
 
 def test_a_missing_bucket_is_one_clear_error(s3, workdir):

@@ -81,6 +81,19 @@ def test_rerun_perplexity_executes_that_stage_and_nothing_else(first_run):
     assert set(states.values()) == {"cached"}
 
 
+def test_the_trained_model_loads_back_from_its_mlflow_run(first_run, monkeypatch):
+    import mlflow
+
+    workdir, _, states = first_run
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{workdir / 'mlflow.db'}")
+    uri = summary(workdir, "pretrain")["mlflow_model_uri"]
+    model = mlflow.pyfunc.load_model(uri)
+    [completion] = model.predict(["The Python interpreter"], params={"max_new_tokens": 5})
+    assert isinstance(completion, str) and completion
+    logged = mlflow.get_logged_model(uri.split("/")[-1])
+    assert logged.source_run_id == states["pretrain"]["mlflow_run_id"]
+
+
 def test_changing_the_learning_rate_reruns_pretrain_and_its_descendants_only(first_run):
     workdir, _, _ = first_run
     lmforge("run", *TINY, "train.lr=0.002", f"workdir={workdir}")
@@ -88,16 +101,3 @@ def test_changing_the_learning_rate_reruns_pretrain_and_its_descendants_only(fir
     ran = {name for name, state in states.items() if state == "ran"}
     assert ran == {"pretrain", "perplexity", "sample", "harm", "report"}
     assert {states[n] for n in ALL - ran} == {"cached"}
-
-
-def test_the_trained_model_loads_back_from_its_mlflow_run(first_run):
-    import mlflow
-
-    workdir, _, states = first_run
-    uri = summary(workdir, "pretrain")["mlflow_model_uri"]
-    mlflow.set_tracking_uri(f"sqlite:///{workdir / 'mlflow.db'}")
-    model = mlflow.pyfunc.load_model(uri)
-    [completion] = model.predict(["The Python interpreter"], params={"max_new_tokens": 5})
-    assert isinstance(completion, str) and completion
-    logged = mlflow.get_logged_model(uri.split("/")[-1])
-    assert logged.source_run_id == states["pretrain"]["mlflow_run_id"]

@@ -1,0 +1,96 @@
+"""Training checkpoints in a bucket of a real S3-compatible server (moto) on 127.0.0.1: the marker
+is published last, pruning keeps the newest, and a dead upload or a corrupted file is skipped."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from lmforge.pipeline.training import checkpoint as ckpt
+from lmforge.pipeline.training import remote_checkpoints as remote
+
+pytestmark = pytest.mark.integration
+
+ROOT = "s3://lmforge/checkpoints/pretrain/abc"
+
+
+@pytest.fixture
+def bucket(s3, monkeypatch):
+    env, client = s3
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    yield client
+    shutil.rmtree(remote.local_staging(ROOT), ignore_errors=True)
+
+
+def _state(step: int) -> ckpt.TrainerState:
+    return ckpt.TrainerState(
+        step=step,
+        adam_step=step,
+        sampler_position=step * 4,
+        tokens_seen=step * 64,
+        seed=0,
+        n_windows=100,
+        world_size=1,
+        losses=[1.0] * step,
+    )
+
+
+def _save(step: int, keep: int = 2) -> tuple[dict, str]:
+    params = {"w": torch.full((3, 2), float(step))}
+    moments = {"exp_avg/w": torch.zeros(3, 2), "exp_avg_sq/w": torch.ones(3, 2)}
+    _, location = remote.save(ROOT, params, moments, _state(step), keep)
+    return params, location
+
+
+def _keys(client) -> set[str]:
+    return {o["Key"] for o in client.list_objects_v2(Bucket="lmforge").get("Contents", [])}
+
+
+def test_checkpoints_go_to_the_bucket_and_only_the_newest_are_kept(bucket):
+    for step in (10, 20, 30):
+        params, location = _save(step)
+    assert location == f"{ROOT}/step_000030"
+    steps = {key.split("/")[3] for key in _keys(bucket) if not key.endswith("/")}
+    assert steps == {"step_000020", "step_000030"}
+    assert [name for _, name, _ in remote.RemoteCheckpoints(ROOT).steps()] == [
+        "step_000030",
+        "step_000020",
+    ]
+    assert [p.name for p in remote.local_staging(ROOT).iterdir()] == ["step_000030"]
+
+    assert remote.latest(ROOT) == location
+    shutil.rmtree(remote.local_staging(ROOT))  # another node: nothing local
+    loaded = remote.load(location)
+    assert torch.equal(loaded.params["w"], params["w"])
+    assert loaded.state.step == 30 and loaded.state.sampler_position == 120
+
+
+def test_an_upload_without_its_marker_is_skipped(bucket):
+    _save(10)
+    key = "checkpoints/pretrain/abc/step_000020/model.safetensors"
+    bucket.put_object(Bucket="lmforge", Key=key, Body=b"an upload that died")
+    with pytest.warns(UserWarning, match="step_000020: incomplete"):
+        assert remote.latest(ROOT) == f"{ROOT}/step_000010"
+
+
+def test_a_corrupted_file_is_skipped_and_refused(bucket):
+    _save(10)
+    _, newest = _save(20)
+    key = "checkpoints/pretrain/abc/step_000020/model.safetensors"
+    bucket.put_object(Bucket="lmforge", Key=key, Body=b"not the tensors the marker lists")
+    with pytest.warns(UserWarning, match="step_000020: corrupt"):
+        assert remote.latest(ROOT) == f"{ROOT}/step_000010"
+    with pytest.raises(ckpt.CheckpointError, match="step_000020 is not usable"):
+        remote.load(newest)
+
+
+def test_rewriting_a_step_replaces_it(bucket):
+    _save(10)
+    params = {"w": torch.full((3, 2), 7.0)}
+    moments = {"exp_avg/w": torch.zeros(3, 2), "exp_avg_sq/w": torch.ones(3, 2)}
+    _, location = remote.save(ROOT, params, moments, _state(10), keep=2)
+    shutil.rmtree(remote.local_staging(ROOT))
+    assert torch.equal(remote.load(location).params["w"], params["w"])
