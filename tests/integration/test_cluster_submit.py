@@ -137,27 +137,34 @@ def _ray_job_id(cluster: Cluster, submission_id: str) -> str:
     return next(j["job_id"] for j in jobs if j["submission_id"] == submission_id)
 
 
+SHORT = [
+    "train.max_steps=20",
+    "train.checkpoint_every=10",
+    "eval.harm.num_prompts=4",
+    "eval.harm.bias_samples=0",
+    "eval.harm.pii_samples=4",
+]
+"""The `tiny` pipeline, trained and probed briefly: the point here is where it runs."""
+
+ALL = ("clean", "train_tokenizer", "tokenize", "pretrain", "perplexity", "sample", "harm", "report")
+
+
 def test_submitted_pipeline_runs_stages_on_several_nodes_with_complete_lineage(cluster, tmp_path):
     workdir = tmp_path / "runs"
     proc = lmforge(
         "submit",
         "--address",
         cluster.address,
-        "--until",
-        "tokenize",
+        *SHORT,
         f"workdir={workdir}",
         env=cluster.env,
-        timeout=420,
+        timeout=600,
     )
     job = _submitted_job_id(proc.stdout)
     assert f"job {job} SUCCEEDED" in proc.stdout
 
     states = status(workdir)
-    assert {s: e["state"] for s, e in states.items()} == {
-        "clean": "ran",
-        "train_tokenizer": "ran",
-        "tokenize": "ran",
-    }
+    assert {s: e["state"] for s, e in states.items()} == dict.fromkeys(ALL, "ran")
     mlflow = client(f"sqlite:///{workdir / 'mlflow.db'}")
     runs = {s: mlflow.get_run(e["mlflow_run_id"]) for s, e in states.items()}
     parent_ids = {r.data.tags["mlflow.parentRunId"] for r in runs.values()}
@@ -168,19 +175,25 @@ def test_submitted_pipeline_runs_stages_on_several_nodes_with_complete_lineage(c
         [parent.info.experiment_id],
         filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
     )
-    assert sorted(r.data.tags["lmforge.stage"] for r in children) == sorted(states)
+    assert sorted(r.data.tags["lmforge.stage"] for r in children) == sorted(ALL)
     for stage, run in runs.items():
         assert run.info.status == "FINISHED"
         assert run.data.tags["lmforge.cache_key"] == states[stage]["key"]
-    tokenize = runs["tokenize"].data.tags
-    for upstream in ("clean", "train_tokenizer"):
-        assert f"{upstream}={states[upstream]['key']}" in tokenize["lmforge.inputs"]
-        assert f"{upstream}={runs[upstream].info.run_id}" in tokenize["lmforge.input_runs"]
+    for stage, upstreams in {
+        "tokenize": ("clean", "train_tokenizer"),
+        "pretrain": ("tokenize", "train_tokenizer"),
+        "perplexity": ("pretrain",),
+    }.items():
+        tags = runs[stage].data.tags
+        for upstream in upstreams:
+            assert f"{upstream}={states[upstream]['key']}" in tags["lmforge.inputs"]
+            assert f"{upstream}={runs[upstream].info.run_id}" in tags["lmforge.input_runs"]
+    assert "loss" in runs["pretrain"].data.metrics
 
     ray_job = _ray_job_id(cluster, job)
     tasks = [t for t in _state_api(cluster, "tasks") if t["job_id"] == ray_job]
     stage_tasks = {t["name"]: t for t in tasks if t["name"].startswith("stage:")}
-    assert set(stage_tasks) == {"stage:clean", "stage:train_tokenizer", "stage:tokenize"}
+    assert set(stage_tasks) == {f"stage:{name}" for name in ALL}
     assert all(t["state"] == "FINISHED" for t in stage_tasks.values())
     work = [t for t in tasks if t["type"] == "NORMAL_TASK"]  # stages and their shard tasks
     used_nodes = {t["node_id"] for t in work}
@@ -189,6 +202,13 @@ def test_submitted_pipeline_runs_stages_on_several_nodes_with_complete_lineage(c
     assert len([n for n in nodes if n["state"] == "ALIVE"]) == 3
     if cluster.netns:  # real separate addresses
         assert len({n["node_ip"] for n in nodes}) == 3
+    # the two training workers need a CPU each and each node has one: gloo spans two nodes
+    manifest = json.loads((Path(states["pretrain"]["artifact"]) / "manifest.json").read_text())
+    assert manifest["summary"]["world_size"] == 2
+    training = json.loads(
+        (Path(states["pretrain"]["artifact"]) / "training_summary.json").read_text()
+    )
+    assert len(set(training["worker_nodes"])) == 2
 
 
 def test_jobs_and_logs_show_a_submitted_pipeline(cluster, tmp_path):
