@@ -11,6 +11,15 @@ from pathlib import Path
 
 LMFORGE = [sys.executable, "-m", "lmforge.pipeline.cli"]
 
+SHORT_TINY = [
+    "train.max_steps=20",
+    "train.checkpoint_every=10",
+    "eval.harm.num_prompts=4",
+    "eval.harm.bias_samples=0",
+    "eval.harm.pii_samples=4",
+]
+"""The `tiny` pipeline trained and probed briefly, for tests about where and how it runs."""
+
 
 def lmforge(*args: str, env: dict | None = None, timeout: int = 900, check: bool = True):
     """Run `lmforge ARGS...`; returns the CompletedProcess (stdout+stderr in .stdout)."""

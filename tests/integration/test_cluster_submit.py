@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_runner import lmforge, status
+from cli_runner import SHORT_TINY, lmforge, status
 
 from lmforge.pipeline.tracking import client
 
@@ -137,15 +137,6 @@ def _ray_job_id(cluster: Cluster, submission_id: str) -> str:
     return next(j["job_id"] for j in jobs if j["submission_id"] == submission_id)
 
 
-SHORT = [
-    "train.max_steps=20",
-    "train.checkpoint_every=10",
-    "eval.harm.num_prompts=4",
-    "eval.harm.bias_samples=0",
-    "eval.harm.pii_samples=4",
-]
-"""The `tiny` pipeline, trained and probed briefly: the point here is where it runs."""
-
 ALL = ("clean", "train_tokenizer", "tokenize", "pretrain", "perplexity", "sample", "harm", "report")
 
 
@@ -155,7 +146,7 @@ def test_submitted_pipeline_runs_stages_on_several_nodes_with_complete_lineage(c
         "submit",
         "--address",
         cluster.address,
-        *SHORT,
+        *SHORT_TINY,
         f"workdir={workdir}",
         env=cluster.env,
         timeout=600,

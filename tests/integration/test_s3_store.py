@@ -8,24 +8,16 @@ import json
 import shutil
 
 import pytest
-from cli_runner import lmforge, status
+from cli_runner import SHORT_TINY, lmforge, status
 
 from lmforge.pipeline.training.remote_checkpoints import local_staging
 
 pytestmark = pytest.mark.integration
 
-SHORT = [
-    "train.max_steps=20",
-    "train.checkpoint_every=10",
-    "eval.harm.num_prompts=4",
-    "eval.harm.bias_samples=0",
-    "eval.harm.pii_samples=4",
-]
-
 
 def test_tiny_pipeline_with_its_store_in_a_bucket(s3, workdir):
     env, client = s3
-    args = ["run", f"workdir={workdir}", "cluster.store_uri=s3://lmforge/store", *SHORT]
+    args = ["run", f"workdir={workdir}", "cluster.store_uri=s3://lmforge/store", *SHORT_TINY]
     lmforge(*args, env=env)
     states = status(workdir)
     assert {s["state"] for s in states.values()} == {"ran"}
