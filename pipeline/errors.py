@@ -7,7 +7,7 @@ class LmforgeError(Exception):
     exit_code = 1
 
 
-class ConfigError(LmforgeError):
+class ConfigError(LmforgeError, ValueError):
     """A bad config key or value, raised before any stage starts."""
 
     exit_code = 2

@@ -25,7 +25,7 @@ from lmforge.pipeline.filters.length import LengthConfig, LengthFilter
 from lmforge.pipeline.filters.normalize import NormalizeConfig, TextNormalizer
 from lmforge.pipeline.filters.pii import PIIConfig, PIIRedactor
 from lmforge.pipeline.filters.toxicity import ToxicityConfig, ToxicityFilter
-from lmforge.pipeline.filters.typed_config import config_from_dict, config_to_dict
+from lmforge.pipeline.typed_config import config_to_dict, from_mapping
 
 
 @dataclass(kw_only=True, slots=True)
@@ -54,7 +54,7 @@ class FilterChainConfig:
     @classmethod
     def from_dict(cls, d: dict | None, where: str = "data.filters") -> FilterChainConfig:
         """Build from a plain dict; raises ValueError naming any unknown key."""
-        return config_from_dict(cls, d, where)
+        return from_mapping(cls, d, where)
 
     def to_dict(self) -> dict:
         return config_to_dict(self)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import xxhash
 
 from lmforge.pipeline.filters.document import Document
-from lmforge.pipeline.filters.typed_config import config_from_dict
+from lmforge.pipeline.typed_config import from_mapping
 
 _WHITESPACE_RE = re.compile(r"\s+")
 HASH_BYTES = 8
@@ -34,7 +34,7 @@ class ExactDedupConfig:
 
     @classmethod
     def from_dict(cls, d: dict | None, where: str = "data.dedup.exact") -> ExactDedupConfig:
-        return config_from_dict(cls, d, where)
+        return from_mapping(cls, d, where)
 
 
 def dedup_text(text: str, lowercase: bool = False) -> str:

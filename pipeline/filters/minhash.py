@@ -32,7 +32,7 @@ from itertools import chain
 import numpy as np
 import xxhash
 
-from lmforge.pipeline.filters.typed_config import config_from_dict
+from lmforge.pipeline.typed_config import from_mapping
 
 _WORD_BYTES_RE = re.compile(rb"[0-9a-z_\x80-\xff]+")
 EMPTY = np.uint32(0xFFFFFFFF)  # signature value of a document without words
@@ -71,7 +71,7 @@ class MinHashConfig:
 
     @classmethod
     def from_dict(cls, d: dict | None, where: str = "data.dedup.minhash") -> MinHashConfig:
-        return config_from_dict(cls, d, where)
+        return from_mapping(cls, d, where)
 
 
 @lru_cache(maxsize=8)
