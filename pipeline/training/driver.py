@@ -15,6 +15,7 @@ continues from its newest valid checkpoint (an interrupted run, or a finished on
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import time
 import uuid
@@ -89,7 +90,7 @@ def run_pretraining(
         result = trainer.fit()
     except Exception as exc:  # Ray Train raises its own error types; name the run and the fix
         raise PretrainingError(
-            f"pretraining failed ({type(exc).__name__}: {exc}). Checkpoints so far are in "
+            f"pretraining failed ({root_cause(exc)}). Checkpoints so far are in "
             f"{checkpoint_dir}; rerunning continues from the newest one."
         ) from exc
     if result.checkpoint is None:
@@ -114,6 +115,19 @@ def _remove_run_dir(storage_path: str, name: str) -> None:
     # nothing uploaded, or the store refuses deletes: its lifecycle rules apply then
     with contextlib.suppress(OSError):
         fs.delete_dir(f"{base}/{name}")
+
+
+_ERROR_LINE = re.compile(r"^(?:\(\S+ pid=\d+\)\s*)?([\w.]*(?:Error|Exception|Interrupt)\b.*)$")
+
+
+def root_cause(exc: BaseException) -> str:
+    """The innermost `SomeError: message` line of a Ray Train failure (its text holds the
+    workers' tracebacks), else the exception's own first line."""
+    causes = [m.group(1) for m in map(_ERROR_LINE.match, str(exc).splitlines()) if m]
+    if causes:
+        return causes[-1].strip()[:300]
+    first = next((line for line in str(exc).splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first.strip()[:300]}"
 
 
 def scaling_config(cfg: TrainConfig) -> ScalingConfig:

@@ -170,8 +170,14 @@ def save(root: str, params, moments, state: ckpt.TrainerState, keep: int) -> tup
     remote = RemoteCheckpoints(root)
     location = remote.upload(path)
     remote.prune(keep)
-    ckpt.prune_checkpoints(staging, 1)
+    _remove_all_but(staging, path)  # older steps, and copies other runs left on this node
     return path, location
+
+
+def _remove_all_but(staging: Path, keep: Path) -> None:
+    for entry in staging.iterdir():
+        if entry != keep:
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def latest(root: str) -> str | None:

@@ -94,3 +94,13 @@ def test_rewriting_a_step_replaces_it(bucket):
     _, location = remote.save(ROOT, params, moments, _state(10), keep=2)
     shutil.rmtree(remote.local_staging(ROOT))
     assert torch.equal(remote.load(location).params["w"], params["w"])
+
+
+def test_a_copy_another_run_left_on_this_node_does_not_disturb_saving(bucket):
+    stale = remote.local_staging(ROOT)
+    moments = {"exp_avg/w": torch.zeros(3, 2), "exp_avg_sq/w": torch.ones(3, 2)}
+    ckpt.write_checkpoint(stale, {"w": torch.zeros(3, 2)}, moments, _state(99))
+    path, location = remote.save(ROOT, {"w": torch.ones(3, 2)}, moments, _state(10), keep=2)
+    assert path.is_dir() and ckpt.verify_checkpoint(path) is None  # still there to report
+    assert [p.name for p in stale.iterdir()] == ["step_000010"]
+    assert remote.latest(ROOT) == location
