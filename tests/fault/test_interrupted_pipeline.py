@@ -18,13 +18,12 @@ from lmforge.pipeline.tracking import client
 pytestmark = pytest.mark.integration
 
 ARGS = [
+    "--until",
+    "pretrain",
     "preset=tiny",
     "train.zero_stage=3",
     "train.max_steps=120",
     "train.checkpoint_every=10",
-    "eval.harm.num_prompts=4",
-    "eval.harm.bias_samples=0",
-    "eval.harm.pii_samples=4",
 ]
 
 
