@@ -128,10 +128,6 @@ class RemoteCheckpoints:
             removed.append(self.step_uri(name))
         return removed
 
-    def _write(self, path: str, src) -> None:
-        with self.fs.open_output_stream(path) as dst:
-            shutil.copyfileobj(src, dst, 1 << 22)
-
     def _delete_file(self, path: str) -> None:
         with contextlib.suppress(OSError):  # FileNotFoundError included
             self.fs.delete_file(path)
