@@ -7,7 +7,9 @@ Input: a list of prompts or a DataFrame with a `prompt` column; output: one cont
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import warnings
 from pathlib import Path
 
 import mlflow.pyfunc
@@ -71,16 +73,38 @@ def _fluent_tracking_uri(uri: str):
             os.environ["MLFLOW_TRACKING_URI"] = previous
 
 
+@contextlib.contextmanager
+def _quiet_mlflow():
+    """Keep MLflow's advice for other use cases (type hints, input examples, cloudpickle: the
+    class is ours) and its download bars out of the pipeline's output."""
+    logger = logging.getLogger("mlflow.pyfunc")
+    level, bar = logger.level, os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
+    logger.setLevel(logging.ERROR)
+    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
+    try:
+        with warnings.catch_warnings():
+            # MLflow re-creates the class while logging; its advice is attributed to the caller
+            warnings.filterwarnings("ignore", category=UserWarning)
+            yield
+    finally:
+        logger.setLevel(level)
+        if bar is None:
+            os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
+        else:
+            os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = bar
+
+
 def _log_into(run_id, client, signature, pretrain_dir: Path, tokenizer_dir: Path) -> str:
     mlflow.start_run(run_id=run_id)
     try:
-        info = mlflow.pyfunc.log_model(
-            name="model",
-            python_model=TextGenerator(),
-            artifacts={"pretrain": str(pretrain_dir), "tokenizer": str(tokenizer_dir)},
-            pip_requirements=["lmforge", "torch", "tokenizers", "safetensors"],
-            signature=signature,
-        )
+        with _quiet_mlflow():
+            info = mlflow.pyfunc.log_model(
+                name="model",
+                python_model=TextGenerator(),
+                artifacts={"pretrain": str(pretrain_dir), "tokenizer": str(tokenizer_dir)},
+                pip_requirements=["lmforge", "torch", "tokenizers", "safetensors"],
+                signature=signature,
+            )
     finally:
         mlflow.end_run()
         client.update_run(run_id, status="RUNNING")  # the engine sets the final status

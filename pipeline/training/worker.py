@@ -10,7 +10,9 @@ the same key). Then it trains; rank 0 logs to MLflow and prints progress, and ev
 
 from __future__ import annotations
 
+import logging
 import sys
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,7 +62,18 @@ class TrainingJob:
 
 def train_loop_per_worker(config: dict) -> None:
     """Ray Train entry point; `config["job"]` is a TrainingJob."""
+    _quiet_worker_output()
     WorkerRun(config["job"]).run()
+
+
+def _quiet_worker_output() -> None:
+    """Leave the progress lines readable: Ray Train logs every report and checkpoint copy at
+    INFO (some of its loggers are named by file path), and DeepSpeed calls collectives that
+    torch marks deprecated on every step."""
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("ray.train") or "/ray/train/" in name:
+            logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.distributed")
 
 
 class WorkerRun:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import lmforge, status
+from os_packages import ensure_os_packages
 
 from lmforge.pipeline.tracking import client
 
@@ -66,6 +67,7 @@ def _free_port() -> int:
 
 def _require_dependencies() -> str:
     """The psql binary; fails (never skips) naming what to install."""
+    ensure_os_packages()
     binaries = glob.glob("/usr/lib/postgresql/*/bin/initdb") or [shutil.which("initdb")]
     if not binaries or not binaries[0]:
         pytest.fail("PostgreSQL is not installed: run infra/ci/install_test_deps.sh")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import LMFORGE, lmforge, status
+from os_packages import ensure_os_packages
 
 from lmforge.pipeline.tracking import client
 
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.integration
 
 
 def _chromium() -> str:
+    ensure_os_packages()
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if found := shutil.which(name):
             return found
