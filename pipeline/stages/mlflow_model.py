@@ -1,7 +1,8 @@
 """The trained model as an MLflow 3 logged model (pyfunc), so it loads back from its run with
 `mlflow.pyfunc.load_model("models:/<id>")` and serves with `mlflow models serve`.
 
-Input: a list of prompts or a DataFrame with a `prompt` column; output: one continuation each.
+Logged from code (`text_generator.py`, copied into the model) with the pretrain artifact's
+safetensors and the tokenizer as artifacts: the logged model holds no pickle.
 """
 
 from __future__ import annotations
@@ -14,34 +15,8 @@ from pathlib import Path
 
 import mlflow.pyfunc
 
-
-class TextGenerator(mlflow.pyfunc.PythonModel):
-    """Greedy or sampled continuations from the lmforge model and tokenizer in the artifacts."""
-
-    def load_context(self, context) -> None:
-        from lmforge.pipeline.stages.trained_model import TrainedModel
-
-        self.trained = TrainedModel(
-            Path(context.artifacts["pretrain"]), Path(context.artifacts["tokenizer"])
-        )
-
-    def predict(self, context, model_input, params: dict | None = None) -> list[str]:
-        from lmforge.model.generate import SamplingConfig
-
-        params = params or {}
-        if hasattr(model_input, "columns"):  # a DataFrame: the `prompt` column, else the first
-            column = "prompt" if "prompt" in model_input.columns else model_input.columns[0]
-            prompts = list(model_input[column])
-        else:
-            prompts = list(model_input)
-        sampling = SamplingConfig(
-            max_new_tokens=int(params.get("max_new_tokens", 32)),
-            greedy=bool(params.get("greedy", True)),
-            temperature=float(params.get("temperature", 1.0)),
-            top_p=float(params.get("top_p", 1.0)),
-            seed=int(params.get("seed", 0)),
-        )
-        return self.trained.complete([str(p) for p in prompts], sampling)
+MODEL_CODE = Path(__file__).with_name("text_generator.py")
+"""The model's code: MLflow runs this file on load, never unpickles a model object."""
 
 
 def log_text_generator(tracking_uri: str, run_id: str, pretrain_dir: Path, tokenizer_dir: Path):
@@ -75,17 +50,20 @@ def _fluent_tracking_uri(uri: str):
 
 @contextlib.contextmanager
 def _quiet_mlflow():
-    """Keep MLflow's advice for other use cases (type hints, input examples, cloudpickle: the
-    class is ours) and its download bars out of the pipeline's output."""
+    """Keep MLflow's advice for other use cases (type hints, input examples) and its download
+    bars out of the pipeline's output."""
     logger = logging.getLogger("mlflow.pyfunc")
     level, bar = logger.level, os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
     logger.setLevel(logging.ERROR)
     os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
     try:
-        with warnings.catch_warnings():
-            # MLflow re-creates the class while logging; its advice is attributed to the caller
-            warnings.filterwarnings("ignore", category=UserWarning)
+        # MLflow runs the model's code while logging, under its own "once" filter for user
+        # warnings, so filters set here do not reach that advice: record and drop it instead.
+        with warnings.catch_warnings(record=True) as caught:
             yield
+        for w in caught:
+            if not issubclass(w.category, UserWarning):
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     finally:
         logger.setLevel(level)
         if bar is None:
@@ -100,7 +78,7 @@ def _log_into(run_id, client, signature, pretrain_dir: Path, tokenizer_dir: Path
         with _quiet_mlflow():
             info = mlflow.pyfunc.log_model(
                 name="model",
-                python_model=TextGenerator(),
+                python_model=str(MODEL_CODE),
                 artifacts={"pretrain": str(pretrain_dir), "tokenizer": str(tokenizer_dir)},
                 pip_requirements=["lmforge", "torch", "tokenizers", "safetensors"],
                 signature=signature,
