@@ -185,7 +185,7 @@ class _Driver:
     def _launch(self, name: str):
         import ray
 
-        ensure_ray(self.cluster.get("ray_address"), self.cluster.get("num_cpus"))
+        ensure_ray(self.cluster.get("ray_address"), self.cluster.get("num_cpus"), self.workdir.root)
         spec = self.dag.stages[name]
         stage_plan = self.plan.stages[name]
         run_id = self._child_run(name, cached=False, source_run_id=None)
