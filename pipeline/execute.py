@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lmforge.pipeline.redaction import redact_text
 from lmforge.pipeline.stage import StageContext, registered_stages
 from lmforge.pipeline.store import MANIFEST, open_store
 from lmforge.pipeline.tracking import RunTracker
@@ -102,7 +103,8 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
     except BaseException as exc:
         store.abort(tmp)
         try:
-            tracker.set_tags({"lmforge.error": f"{type(exc).__name__}: {exc}"[:5000]})
+            error = redact_text(f"{type(exc).__name__}: {exc}")[:5000]
+            tracker.set_tags({"lmforge.error": error})
             tracker.terminate("FAILED")
         except Exception:  # the original failure matters more than a tracking hiccup
             logging.getLogger(__name__).warning(

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from lmforge.pipeline.errors import LmforgeError
+from lmforge.pipeline.redaction import redact
+
+__all__ = ["redact"]  # re-exported: where params are logged, they are redacted
 
 log = logging.getLogger(__name__)
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
-SECRET_MARKERS = ("token", "password", "secret", "key")
-SECRET_EXEMPT = {"cache_key", "key"}
 
 
 def resolve_tracking_uri(workdir: Path, configured: str | None) -> str:
@@ -100,26 +100,6 @@ def ensure_experiment(mlflow_client, name: str, artifact_location: str | None) -
             f"{str(exc).splitlines()[0][:200]}; check MLFLOW_TRACKING_URI / cluster.tracking_uri"
         ) from exc
     return experiment_id
-
-
-def redact(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Flatten nested params to dotted keys; values of secret-looking keys become '***'."""
-    flat: dict[str, Any] = {}
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, Mapping):
-            for k, v in value.items():
-                walk(f"{prefix}.{k}" if prefix else str(k), v)
-            return
-        leaf = prefix.rsplit(".", 1)[-1]
-        words = re.findall(r"[a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", leaf).lower())
-        secret = leaf.lower() not in SECRET_EXEMPT and any(
-            w in SECRET_MARKERS or w == "apikey" for w in words
-        )
-        flat[prefix] = "***" if secret else value
-
-    walk("", params)
-    return flat
 
 
 def mark_stale_runs_killed(mlflow_client, experiment_id: str) -> int:
