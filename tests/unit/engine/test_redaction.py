@@ -12,6 +12,7 @@ SECRET = "s3cret"
 GITHUB = "ghp_R8kQ2mZx7LwP4tYv9NbC3dHs6JfG1aUe5WqK"
 AWS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+API_KEY = "Zx81kLmQ4pRt7WvB2nYc9HdF3sJg6aKe0uTi"
 RAY_TOKEN = "9c1e4b7a2f6d8035e1b9c4a7d2f08e63b5a1c9d47e2f6b80a3d5c1e9f7b2a460"
 
 
@@ -49,7 +50,7 @@ def test_text_without_credentials_is_unchanged(text):
     assert redact_text(text) == text
 
 
-@pytest.mark.parametrize("value", [GITHUB, AWS_SECRET, RAY_TOKEN, "Zx81kLmQ4pRt7WvB2nYc9HdF3sJg6aKe0uTi"])
+@pytest.mark.parametrize("value", [GITHUB, AWS_SECRET, RAY_TOKEN, API_KEY])
 def test_long_high_entropy_values_look_like_tokens(value):
     assert looks_like_token(value)
 
