@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lmforge.pipeline.config import compose
+from lmforge.pipeline.records import PipelineRecord, RecordBook, StageRecord
 from lmforge.pipeline.redaction import looks_like_token, redact, redact_text
 
 SECRET = "s3cret"
@@ -87,3 +88,13 @@ def test_no_value_of_the_shipped_config_is_changed_by_redaction():
     flat = redact(config)
     assert flat["cluster.experiment"] == config["cluster"]["experiment"]
     assert "***" not in str(flat)
+
+
+def test_a_run_record_never_holds_a_secret_from_a_stage_error(tmp_path):
+    book = RecordBook(tmp_path)
+    record = PipelineRecord(run_id="r1", command="run", stages=[StageRecord("clean", "k")])
+    record.stages[0].error = f"LmforgeError: cannot open s3://u:{SECRET}@h/b: denied"
+    book.save(record)
+    saved = (tmp_path / "r1.json").read_text()
+    assert SECRET not in saved
+    assert book.load("r1").stages[0].error == "LmforgeError: cannot open s3://u:***@h/b: denied"
