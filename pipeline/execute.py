@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmforge.pipeline.redaction import redact_text
+from lmforge.pipeline.redaction import redact_text, redact_value
 from lmforge.pipeline.stage import StageContext, registered_stages
 from lmforge.pipeline.store import MANIFEST, open_store
 from lmforge.pipeline.tracking import RunTracker
@@ -79,7 +79,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             "stage": task.stage,
             "key": task.key,
             "version": task.version,
-            "config": task.sections,
+            "config": redact_value(task.sections),  # a record: secrets masked
             "inputs": {
                 name: {"key": key, "path": str(store.path(name, key))}
                 for name, key in task.input_keys.items()
