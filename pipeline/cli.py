@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from lmforge.pipeline.errors import LmforgeError
+from lmforge.pipeline.redaction import redact_text
 
 log = logging.getLogger("lmforge")
 
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except LmforgeError as exc:
-        print(f"lmforge: error: {exc}", file=sys.stderr)
+        print(f"lmforge: error: {redact_text(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from lmforge.pipeline.errors import LmforgeError
 from lmforge.pipeline.records import PipelineRecord, RecordBook
+from lmforge.pipeline.redaction import redact_text
 from lmforge.pipeline.runner import RunRequest, run_pipeline
 from lmforge.pipeline.status import status_json, status_table
 from lmforge.pipeline.tracking import resolve_tracking_uri
@@ -27,8 +28,8 @@ def _finish(record: PipelineRecord, workdir: Workdir, config: dict) -> int:
     if report:
         print(f"\nmodel card: {report.artifact}/model_card.md")
     uri = resolve_tracking_uri(workdir.root, config["cluster"].get("tracking_uri"))
-    print(f"results: {config['cluster'].get('store_uri') or workdir.store}")
-    print(f"MLflow: {uri}   (open the UI with: lmforge ui workdir={workdir.root})")
+    print(f"results: {redact_text(str(config['cluster'].get('store_uri') or workdir.store))}")
+    print(f"MLflow: {redact_text(uri)}   (open the UI with: lmforge ui workdir={workdir.root})")
     return 0
 
 

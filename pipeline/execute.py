@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lmforge.pipeline.redaction import redact_text, redact_value
 from lmforge.pipeline.stage import StageContext, registered_stages
 from lmforge.pipeline.store import MANIFEST, open_store
 from lmforge.pipeline.tracking import RunTracker
@@ -78,7 +79,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             "stage": task.stage,
             "key": task.key,
             "version": task.version,
-            "config": task.sections,
+            "config": redact_value(task.sections),  # a record: secrets masked
             "inputs": {
                 name: {"key": key, "path": str(store.path(name, key))}
                 for name, key in task.input_keys.items()
@@ -102,7 +103,8 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
     except BaseException as exc:
         store.abort(tmp)
         try:
-            tracker.set_tags({"lmforge.error": f"{type(exc).__name__}: {exc}"[:5000]})
+            error = redact_text(f"{type(exc).__name__}: {exc}")[:5000]
+            tracker.set_tags({"lmforge.error": error})
             tracker.terminate("FAILED")
         except Exception:  # the original failure matters more than a tracking hiccup
             logging.getLogger(__name__).warning(

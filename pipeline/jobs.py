@@ -9,8 +9,8 @@ to it with `--ray-address auto`. The installed lmforge packages are copied into 
 `working_dir` (so the code you have is the code that runs), or with `--image` the image's
 installed lmforge runs. The address defaults to $RAY_API_SERVER_ADDRESS, then
 http://127.0.0.1:8265; the token comes from $RAY_AUTH_TOKEN, the file $RAY_AUTH_TOKEN_PATH or
-~/.ray/auth_token. Credentials are never put into the job's runtime_env (which anyone who can
-list jobs can read): the cluster's nodes carry their own MLflow credentials.
+~/.ray/auth_token. What the job runs is built in `job_payload`: secrets in the overrides or in
+MLFLOW_TRACKING_URI travel in the job's environment, never in its entrypoint or metadata.
 """
 
 from __future__ import annotations
@@ -19,27 +19,22 @@ import argparse
 import asyncio
 import importlib.util
 import os
-import shlex
 import shutil
 import socket
 import tempfile
 import time
 import urllib.parse
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from lmforge.pipeline.errors import LmforgeError
+from lmforge.pipeline.job_payload import job_payload
+from lmforge.pipeline.redaction import redact_text
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 PACKAGES = ("pipeline", "model", "tokenizer", "conf")
 """Subpackages of `lmforge` shipped as the job's working_dir."""
-FORWARDED_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME")
-"""Variables passed on to the job when set here (never credentials)."""
-STOP_ENV = {"RAY_JOB_STOP_WAIT_TIME_S": "60"}
-"""`lmforge stop` sends the driver SIGTERM (handled like Ctrl-C: its open MLflow runs become
-KILLED) and gives it this long before SIGKILL."""
 
 
 def register(sub, with_overrides) -> None:
@@ -169,52 +164,11 @@ def stage_project(dest: Path) -> Path:
     return dest
 
 
-def pipeline_entrypoint(args: argparse.Namespace) -> str:
-    """The shell command the job runs: `lmforge run|rerun` attached to the cluster."""
-    command = ["python", "-m", "lmforge.pipeline.cli"]
-    # Overrides right after the verb (and stage): argparse reads positionals in one run.
-    if args.rerun:
-        command += ["rerun", args.rerun, *args.overrides]
-        command += ["--downstream"] if args.downstream else []
-    else:
-        if args.downstream:
-            raise LmforgeError("--downstream only goes with --rerun STAGE")
-        command += ["run", *args.overrides]
-        command += ["--until", args.until] if args.until else []
-    command += ["--ray-address", "auto"]
-    return shlex.join(command)
-
-
-def _shared_workdir(config: dict) -> str:
-    workdir = str(config["workdir"])
-    if not Path(workdir).is_absolute():
-        raise LmforgeError(
-            f"submit needs workdir=/ABSOLUTE/PATH on storage every node can reach (got "
-            f"workdir={workdir!r}, which would land in the job's temporary directory)"
-        )
-    return workdir
-
-
-def _forwarded_env() -> dict[str, str]:
-    env = {name: os.environ[name] for name in FORWARDED_ENV if os.environ.get(name)}
-    uri = urllib.parse.urlparse(env.get("MLFLOW_TRACKING_URI", ""))
-    if uri.username or uri.password:
-        raise LmforgeError(
-            "MLFLOW_TRACKING_URI carries credentials; job settings are readable by anyone who "
-            "can list jobs: give the cluster MLFLOW_TRACKING_USERNAME/PASSWORD instead"
-        )
-    return env
-
-
 def submit_handler(args: argparse.Namespace, config: dict) -> int:
     """`lmforge submit`: submit the pipeline, print the job id, follow it unless --no-wait."""
     address = jobs_address(args.address)
-    entrypoint = pipeline_entrypoint(args)
-    workdir = _shared_workdir(config)
-    job_id = args.job_id or f"lmforge-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    command = "lmforge " + entrypoint.split("lmforge.pipeline.cli ", 1)[-1]
-    metadata = {"lmforge.workdir": workdir, "lmforge.command": command}
-    runtime_env: dict = {"env_vars": {**STOP_ENV, **_forwarded_env()}}
+    job = job_payload(args, config)
+    runtime_env: dict = {"env_vars": job.env_vars}
     with _jobs_api(address) as api, tempfile.TemporaryDirectory(prefix="lmforge-job-") as tmp:
         if args.image:
             runtime_env["image_uri"] = args.image
@@ -222,16 +176,16 @@ def submit_handler(args: argparse.Namespace, config: dict) -> int:
             runtime_env["working_dir"] = str(stage_project(Path(tmp)))
             runtime_env["excludes"] = ["__pycache__", "*.pyc"]
         api.submit_job(
-            entrypoint=entrypoint,
-            submission_id=job_id,
+            entrypoint=job.entrypoint,
+            submission_id=job.submission_id,
             runtime_env=runtime_env,
-            metadata=metadata,
+            metadata=job.metadata,
         )
-        print(f"submitted job {job_id} to {address}")
+        print(f"submitted job {job.submission_id} to {address}")
         if args.no_wait:
-            print(f"follow it with: lmforge logs {job_id} --follow --address {address}")
+            print(f"follow it with: lmforge logs {job.submission_id} --follow --address {address}")
             return 0
-        return _follow(api, job_id, address)
+        return _follow(api, job.submission_id, address)
 
 
 def submit_rerun(args: argparse.Namespace, config: dict) -> int:
@@ -280,7 +234,7 @@ def jobs_handler(args: argparse.Namespace, config: dict) -> int:
     for job in jobs:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime((job.start_time or 0) / 1e3))
         meta = job.metadata or {}
-        command = meta.get("lmforge.command") or job.entrypoint
+        command = redact_text(meta.get("lmforge.command") or job.entrypoint)
         print(
             f"{job.submission_id or job.job_id:34} {job.status.value:10} {started:19} "
             f"{meta.get('lmforge.workdir', '-'):30} {command[:80]}"

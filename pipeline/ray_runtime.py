@@ -1,15 +1,35 @@
-"""Starting or attaching to Ray: a local runtime by default, a cluster with an address."""
+"""Starting or attaching to Ray: a local runtime by default, a cluster with an address.
+
+A local runtime runs with token authentication: its dashboard, Jobs API and GCS accept only
+requests carrying the token in `<workdir>/.ray_token` (mode 0600, created once and reused), so
+no other local user can submit jobs to it. Attaching to a cluster uses the cluster's own token
+(RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token), as Ray reads it.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
+import tempfile
+from pathlib import Path
 
 from lmforge.pipeline.errors import LmforgeError
 
+TOKEN_FILE = ".ray_token"
+AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+_saved_auth_env: dict[str, str | None] | None = None
+"""The caller's Ray auth variables while a local runtime holds them; restored at shutdown."""
 
-def ensure_ray(address: str | None, num_cpus: int | None = None) -> None:
-    """Initialise Ray once per process; an unreachable address is one clear error."""
+
+def ensure_ray(
+    address: str | None, num_cpus: int | None = None, workdir: Path | None = None
+) -> None:
+    """Initialise Ray once per process; an unreachable address is one clear error.
+
+    Without an address, a fresh local runtime starts with the token of `workdir` (a private
+    temporary directory when none is given).
+    """
     import ray
 
     if ray.is_initialized():
@@ -21,6 +41,7 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> None:
         _check_reachable(address)
         kwargs["address"] = address
     else:
+        _use_local_token(local_token(workdir or Path(tempfile.mkdtemp(prefix="lmforge-ray-"))))
         # A fresh local runtime ("local": never attach to another cluster running on this
         # machine), on loopback whatever interfaces the machine has.
         kwargs.update(
@@ -36,12 +57,72 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> None:
     try:
         ray.init(**kwargs)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+        _restore_auth_env()
         where = address or "a local runtime"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise LmforgeError(
             f"cannot connect to Ray at {where}: {first[:200]}; check --ray-address "
             "(or cluster.ray_address) and that the cluster is up (`ray status`)"
         ) from exc
+
+
+def local_token(workdir: Path) -> Path:
+    """`<workdir>/.ray_token`, created once with a fresh 256-bit token and readable only by us.
+
+    A token file that another user could read (or an empty one) is replaced by a new one.
+    """
+    path = workdir / TOKEN_FILE
+    try:
+        info = path.stat()
+        if info.st_uid == os.getuid() and not info.st_mode & 0o077 and info.st_size:
+            return path
+    except FileNotFoundError:
+        pass
+    workdir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".ray_token.", dir=workdir)  # mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(secrets.token_hex(32))
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _use_local_token(token_path: Path) -> None:
+    """Token mode with `token_path` for this process and the Ray processes it starts."""
+    global _saved_auth_env
+    if _saved_auth_env is None:
+        _saved_auth_env = {name: os.environ.get(name) for name in AUTH_ENV}
+    os.environ.pop("RAY_AUTH_TOKEN", None)  # it would win over the file (a cluster's token)
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN_PATH"] = str(token_path.resolve())
+    _reload_ray_auth()
+
+
+def _reload_ray_auth() -> None:
+    """Ray caches the auth mode and the token per process: reload both from the environment
+    (the config first, as Ray does), or a later runtime here would present a stale token."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+def _restore_auth_env() -> None:
+    global _saved_auth_env
+    if _saved_auth_env is None:
+        return
+    for name, value in _saved_auth_env.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    _saved_auth_env = None
+    _reload_ray_auth()
 
 
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
@@ -77,3 +158,4 @@ def shutdown_ray() -> None:
 
     if ray.is_initialized():
         ray.shutdown()
+    _restore_auth_env()

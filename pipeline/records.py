@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lmforge.pipeline.redaction import redact_text
+
 STATES = ("pending", "running", "cached", "ran", "failed", "skipped", "killed")
 
 
@@ -44,7 +46,12 @@ class PipelineRecord:
         raise KeyError(name)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record as saved: free text (the command, stage errors) with secrets masked."""
+        data = asdict(self)
+        data["command"] = redact_text(data["command"])
+        for stage in data["stages"]:
+            stage["error"] = redact_text(stage["error"]) if stage["error"] else stage["error"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PipelineRecord:

@@ -15,6 +15,7 @@ from lmforge.pipeline.execute import StageTask, execute_stage, load_stages
 from lmforge.pipeline.plan import Plan, make_plan
 from lmforge.pipeline.ray_runtime import ensure_ray
 from lmforge.pipeline.records import PipelineRecord, RecordBook, StageRecord
+from lmforge.pipeline.redaction import redact_text
 from lmforge.pipeline.store import open_store
 from lmforge.pipeline.tracking import (
     client,
@@ -185,7 +186,7 @@ class _Driver:
     def _launch(self, name: str):
         import ray
 
-        ensure_ray(self.cluster.get("ray_address"), self.cluster.get("num_cpus"))
+        ensure_ray(self.cluster.get("ray_address"), self.cluster.get("num_cpus"), self.workdir.root)
         spec = self.dag.stages[name]
         stage_plan = self.plan.stages[name]
         run_id = self._child_run(name, cached=False, source_run_id=None)
@@ -219,7 +220,9 @@ class _Driver:
         except Exception as exc:  # RayTaskError wraps the stage's exception; keep its cause
             cause = getattr(exc, "cause", None) or exc
             text = str(cause).strip()
-            message = f"{type(cause).__name__}: {text.splitlines()[-1] if text else ''}"
+            message = redact_text(
+                f"{type(cause).__name__}: {text.splitlines()[-1] if text else ''}"
+            )
             run_id = self.record.stage(name).mlflow_run_id
             if run_id and self.mlflow.get_run(run_id).info.status == "RUNNING":
                 self.mlflow.set_terminated(run_id, status="FAILED")

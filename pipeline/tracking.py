@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from lmforge.pipeline.errors import LmforgeError
+from lmforge.pipeline.redaction import redact, redact_text
+
+__all__ = ["redact"]  # re-exported: where params are logged, they are redacted
 
 log = logging.getLogger(__name__)
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
-SECRET_MARKERS = ("token", "password", "secret", "key")
-SECRET_EXEMPT = {"cache_key", "key"}
 
 
 def resolve_tracking_uri(workdir: Path, configured: str | None) -> str:
@@ -45,6 +45,9 @@ def default_artifact_location(workdir: Path, tracking_uri: str) -> str | None:
 def client(tracking_uri: str):
     """An MlflowClient for `tracking_uri` (imported lazily: mlflow is slow to import)."""
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    if redact_text(tracking_uri) != tracking_uri:
+        # MLflow prints each finished run's link built from the URI, credentials and all.
+        os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
     from mlflow import MlflowClient
 
     return MlflowClient(tracking_uri=tracking_uri)
@@ -55,9 +58,12 @@ def check_reachable(tracking_uri: str, timeout_s: float = 5.0) -> None:
     if not tracking_uri.startswith(("http://", "https://")):
         return
     import urllib.error
+    import urllib.parse
     import urllib.request
 
-    url = tracking_uri.rstrip("/") + "/health"
+    # The probe needs no credentials, and urllib takes `user:pass@` for part of the host name.
+    parts = urllib.parse.urlsplit(tracking_uri.rstrip("/"))
+    url = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl() + "/health"
     try:
         with urllib.request.urlopen(url, timeout=timeout_s):
             pass
@@ -66,8 +72,8 @@ def check_reachable(tracking_uri: str, timeout_s: float = 5.0) -> None:
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise LmforgeError(
-            f"cannot reach the MLflow tracking server at {tracking_uri} ({reason}); start it or "
-            "fix MLFLOW_TRACKING_URI / cluster.tracking_uri"
+            f"cannot reach the MLflow tracking server at {redact_text(tracking_uri)} ({reason}); "
+            "start it or fix MLFLOW_TRACKING_URI / cluster.tracking_uri"
         ) from exc
 
 
@@ -89,7 +95,7 @@ def ensure_experiment(mlflow_client, name: str, artifact_location: str | None) -
                     experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND
                 )
     except Exception as exc:  # any transport or store error: name the URI and what to do
-        uri = mlflow_client.tracking_uri
+        uri = redact_text(mlflow_client.tracking_uri)
         if any(code in str(exc) for code in ("401", "403")):
             raise LmforgeError(
                 f"the MLflow server at {uri} refused the credentials: set "
@@ -100,26 +106,6 @@ def ensure_experiment(mlflow_client, name: str, artifact_location: str | None) -
             f"{str(exc).splitlines()[0][:200]}; check MLFLOW_TRACKING_URI / cluster.tracking_uri"
         ) from exc
     return experiment_id
-
-
-def redact(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Flatten nested params to dotted keys; values of secret-looking keys become '***'."""
-    flat: dict[str, Any] = {}
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, Mapping):
-            for k, v in value.items():
-                walk(f"{prefix}.{k}" if prefix else str(k), v)
-            return
-        leaf = prefix.rsplit(".", 1)[-1]
-        words = re.findall(r"[a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", leaf).lower())
-        secret = leaf.lower() not in SECRET_EXEMPT and any(
-            w in SECRET_MARKERS or w == "apikey" for w in words
-        )
-        flat[prefix] = "***" if secret else value
-
-    walk("", params)
-    return flat
 
 
 def mark_stale_runs_killed(mlflow_client, experiment_id: str) -> int:

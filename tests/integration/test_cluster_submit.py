@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -203,7 +204,10 @@ def test_submitted_pipeline_runs_stages_on_several_nodes_with_complete_lineage(c
 
 
 def test_jobs_and_logs_show_a_submitted_pipeline(cluster, tmp_path):
+    """A secret override reaches the job's driver through its environment: the job succeeds,
+    and neither the listing nor the job's entrypoint and metadata hold the secret."""
     workdir = tmp_path / "runs"
+    secret = "s3cret" + uuid.uuid4().hex[:8]
     proc = lmforge(
         "submit",
         "--no-wait",
@@ -212,6 +216,7 @@ def test_jobs_and_logs_show_a_submitted_pipeline(cluster, tmp_path):
         "--until",
         "clean",
         f"workdir={workdir}",
+        f"+cluster.api_token={secret}",
         env=cluster.env,
     )
     job = _submitted_job_id(proc.stdout)
@@ -221,6 +226,9 @@ def test_jobs_and_logs_show_a_submitted_pipeline(cluster, tmp_path):
     listing = lmforge("jobs", "--address", cluster.address, env=cluster.env).stdout
     row = next(line for line in listing.splitlines() if line.startswith(job))
     assert "SUCCEEDED" in row and str(workdir) in row and "lmforge run" in row
+    info = next(j for j in _state_api(cluster, "jobs") if j["submission_id"] == job)
+    shown = f"{info['entrypoint']} {json.dumps(info['metadata'])} {listing} {follow.stdout}"
+    assert secret not in shown
     logs = lmforge("logs", job, "--address", cluster.address, env=cluster.env).stdout
     assert "pipeline run" in logs and "finished" in logs
 

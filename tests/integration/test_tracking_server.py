@@ -4,10 +4,6 @@ run left RUNNING by a killed driver are handled."""
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 from cli_runner import lmforge, status
@@ -21,46 +17,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-@pytest.fixture
-def mlflow_server(tmp_path):
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--backend-store-uri",
-            f"sqlite:///{tmp_path / 'server.db'}",
-            "--default-artifact-root",
-            (tmp_path / "server-artifacts").as_uri(),
-            "--workers",
-            "1",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                urllib.request.urlopen(url + "/health", timeout=2)
-                break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError("mlflow server did not start") from None
-                time.sleep(1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_stage_runs_are_tracked_in_a_real_mlflow_server(mlflow_server, workdir):

@@ -7,12 +7,16 @@ workdir (MLflow store, artifacts, run records, manifests).
 from __future__ import annotations
 
 import secrets
+import shutil
+import stat
+import tempfile
+from pathlib import Path
 
 import pytest
-from cli_runner import lmforge
+from cli_runner import lmforge, status
 
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.tracking import redact
+from lmforge.pipeline.tracking import client, redact
 
 SECRET_NAMES = (
     "api_token",
@@ -51,3 +55,34 @@ def test_a_secret_in_the_config_lands_nowhere_in_the_workdir(workdir):
     assert leaks == []
     db = (workdir / "mlflow.db").read_bytes()
     assert b"cluster.api_token" in db  # the param was logged, with its value redacted
+
+
+@pytest.mark.integration
+def test_credentials_in_the_tracking_uri_reach_no_param_record_or_log(mlflow_server, tmp_path):
+    """`cluster.tracking_uri=http://user:PASSWORD@...`: MLflow gets `user:***@` as the param; the
+    password is in no file of the server's store, the workdir or Ray's logs, nor in the output."""
+    password = "s3cret" + secrets.token_hex(6)
+    uri = mlflow_server.replace("http://", f"http://alice:{password}@")
+    workdir = tmp_path / "runs"
+    ray_tmp = Path(tempfile.mkdtemp(prefix="lmf-ray-"))  # short: Ray's socket paths must fit
+    try:
+        proc = lmforge(
+            "run",
+            "--until",
+            "clean",
+            f"workdir={workdir}",
+            f"cluster.tracking_uri={uri}",
+            env={"RAY_TMPDIR": str(ray_tmp)},
+        )
+        files = [p for root in (tmp_path, ray_tmp) for p in root.rglob("*") if p.is_file()]
+        leaks = [str(p) for p in files if password.encode() in p.read_bytes()]
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert password not in proc.stdout
+    assert leaks == []
+    mlflow = client(mlflow_server)
+    stage_run = mlflow.get_run(status(workdir)["clean"]["mlflow_run_id"])
+    parent = mlflow.get_run(stage_run.data.tags["mlflow.parentRunId"])
+    masked = mlflow_server.replace("http://", "http://alice:***@")
+    assert parent.data.params["cluster.tracking_uri"] == masked
+    assert stat.S_IMODE((workdir / ".ray_token").stat().st_mode) == 0o600

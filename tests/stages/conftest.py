@@ -13,10 +13,10 @@ from lmforge.pipeline.tracking import client, ensure_experiment
 
 
 @pytest.fixture(scope="session")
-def local_ray():
+def local_ray(tmp_path_factory):
     from lmforge.pipeline.ray_runtime import ensure_ray, shutdown_ray
 
-    ensure_ray(None, num_cpus=2)
+    ensure_ray(None, num_cpus=2, workdir=tmp_path_factory.mktemp("ray"))
     yield
     shutdown_ray()
 

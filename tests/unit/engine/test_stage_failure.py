@@ -15,6 +15,10 @@ def _explodes_halfway(ctx):
     raise RuntimeError("disk on fire")
 
 
+def _fails_naming_a_secret_uri(ctx):
+    raise RuntimeError(f"cannot open https://alice:{PASSWORD}@data.example/x.jsonl")
+
+
 def _writes_one_file(ctx):
     (ctx.out_dir / "result.txt").write_text("ok")
     return {"n": 1}
@@ -22,14 +26,18 @@ def _writes_one_file(ctx):
 
 @pytest.fixture(autouse=True)
 def throwaway_stages():
-    for fn in (_explodes_halfway, _writes_one_file):
+    stages = (_explodes_halfway, _fails_naming_a_secret_uri, _writes_one_file)
+    for fn in stages:
         stage(name=fn.__name__, version="1")(fn)
     yield
-    for fn in (_explodes_halfway, _writes_one_file):
+    for fn in stages:
         unregister_stage(fn.__name__)
 
 
-def _task(name, workdir):
+PASSWORD = "s3cret-Pa55"
+
+
+def _task(name, workdir, sections=None):
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     mlflow = client(uri)
     experiment = ensure_experiment(mlflow, "test", (workdir / "art").as_uri())
@@ -38,7 +46,7 @@ def _task(name, workdir):
         stage=name,
         key="k1",
         version="1",
-        sections={},
+        sections=sections or {},
         typed_config={},
         input_keys={},
         workdir=str(workdir),
@@ -69,3 +77,19 @@ def test_a_stage_that_succeeds_is_committed_with_its_summary_and_finished(workdi
     assert manifest["mlflow_run_id"] == task.mlflow_run_id
     assert result["artifact"].endswith("_writes_one_file/k1")
     assert mlflow.get_run(task.mlflow_run_id).info.status == "FINISHED"
+
+
+def test_secrets_in_a_stage_config_or_error_are_masked_in_its_manifest_and_run(workdir):
+    """The manifest records the stage's config, and the run its error, with secrets masked."""
+    sections = {"data": {"paths": [f"https://alice:{PASSWORD}@data.example/x.jsonl"]}}
+    task, mlflow = _task("_writes_one_file", workdir, sections)
+    execute_stage(task)
+    manifest = ArtifactStore(workdir / "store").manifest("_writes_one_file", "k1")
+    assert manifest["config"] == {"data": {"paths": ["https://alice:***@data.example/x.jsonl"]}}
+    task, mlflow = _task("_fails_naming_a_secret_uri", workdir)
+    with pytest.raises(RuntimeError):
+        execute_stage(task)
+    error = mlflow.get_run(task.mlflow_run_id).data.tags["lmforge.error"]
+    assert "alice:***@data.example" in error and PASSWORD not in error
+    leaks = [p for p in workdir.rglob("*") if p.is_file() and PASSWORD.encode() in p.read_bytes()]
+    assert leaks == []
