@@ -6,12 +6,17 @@
         trainer_state.json     step, AdamW step, sampler position, tokens seen, loss history, ...
         COMPLETE               written last: size and sha256 of every other file
 
-A checkpoint is written into a hidden temporary directory, `COMPLETE` last, then renamed into
-place, and it counts only when `COMPLETE` exists and every file matches it. A directory without
-the marker is incomplete and one whose files disagree with the marker is corrupt (truncated,
-overwritten); `latest_valid_checkpoint` skips both with a warning naming them and falls back to
-the previous checkpoint. A checkpoint that passes that check but cannot be loaded (bad tensors,
-a different model) raises `CheckpointError`: it is never silently replaced by a fresh start.
+A checkpoint is written into a hidden temporary directory, `COMPLETE` last, fsynced, then renamed
+into place, and it counts only when `COMPLETE` exists and every file matches it. A directory
+without the marker is incomplete and one whose files disagree with the marker is corrupt
+(truncated, overwritten); `latest_valid_checkpoint` skips both with a warning naming them and
+falls back to the previous checkpoint. Rewriting a step sets the old copy aside as
+`.step_000123.swap-<id>` before the new one is renamed in, and deletes it only after; a swap copy
+stands in for its step while `step_000123/` is missing or broken, so a crash at any moment leaves
+a complete checkpoint of that step or an earlier one. Pruning trusts a kept checkpoint by its
+marker and file sizes; loading checks every sha256. A checkpoint that passes that check but
+cannot be loaded (bad tensors, a different model) raises `CheckpointError`: it is never silently
+replaced by a fresh start.
 Tensors are read with safetensors and JSON only, never with pickle.
 """
 
@@ -38,6 +43,8 @@ MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "trainer_state.json"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
+SWAP_COPY = re.compile(r"^\.step_(\d+)\.swap-[0-9a-f]+$")
+"""A complete copy of a step held aside while that step is rewritten (here or in a bucket)."""
 
 
 class CheckpointError(RuntimeError):
@@ -108,54 +115,95 @@ def write_checkpoint(
         (tmp / STATE_FILE).write_text(state.to_json())
         _write_marker(tmp)
         _fsync_dir(tmp)
-        if final.exists():  # a restarted attempt recomputed the same step
-            stale = root / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
-            final.rename(stale)
-            shutil.rmtree(stale, ignore_errors=True)
-        tmp.rename(final)
-        _fsync_dir(root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    _move_into_place(tmp, final)
     return final
 
 
-def verify_checkpoint(path: str | Path) -> str | None:
-    """None when `path` is a complete checkpoint whose files match its marker, else the reason."""
+def swap_copy_name(name: str) -> str:
+    """A fresh `.step_000123.swap-<id>` name for a copy of checkpoint `name` held aside."""
+    return f".{name}.swap-{uuid.uuid4().hex[:8]}"
+
+
+def _move_into_place(new: Path, final: Path) -> None:
+    """Rename `new` to `final`; an older `final` is set aside first and deleted only after.
+
+    If the swap fails, the older copy is put back; if the process dies during it, the set-aside
+    copy stands in for the step (see `list_checkpoints`).
+    """
+    root = final.parent
+    aside = root / swap_copy_name(final.name) if final.exists() else None
+    try:
+        if aside is not None:  # a restarted attempt recomputed the same step
+            final.rename(aside)
+        new.rename(final)
+        _fsync_dir(root)
+    except BaseException:
+        if aside is not None and not final.exists():
+            aside.rename(final)
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def verify_checkpoint(path: str | Path, *, hashes: bool = True) -> str | None:
+    """None when `path` is a complete checkpoint whose files match its marker, else the reason.
+
+    With `hashes=False` only the marker and the file sizes are checked (no file is read).
+    """
     path = Path(path)
     marker = path / MARKER
-    if not marker.is_file():
-        return f"incomplete: no {MARKER} marker"
-    try:
-        expected = json.loads(marker.read_text())["files"]
-    except (ValueError, KeyError, TypeError) as exc:
-        return f"corrupt: unreadable {MARKER} marker ({exc})"
-    for name in (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE):
-        if name not in expected:
-            return f"corrupt: {MARKER} does not list {name}"
-    for name, meta in expected.items():
-        file = path / name
-        if not file.is_file():
-            return f"corrupt: {name} is missing"
-        size = file.stat().st_size
-        if size != meta["bytes"]:
-            return f"corrupt: {name} has {size} bytes, {MARKER} says {meta['bytes']}"
-        if _sha256(file) != meta["sha256"]:
+    files = path.iterdir() if path.is_dir() else ()
+    sizes = {p.name: p.stat().st_size for p in files if p.is_file()}
+    problem = marker_problem(marker.read_text() if marker.is_file() else None, sizes)
+    if problem is not None or not hashes:
+        return problem
+    for name, meta in json.loads(marker.read_text())["files"].items():
+        if _sha256(path / name) != meta["sha256"]:
             return f"corrupt: {name} does not match its sha256 in {MARKER}"
     return None
 
 
+def marker_problem(marker: str | None, sizes: dict[str, int]) -> str | None:
+    """Why files of these sizes (name -> bytes) do not make a checkpoint with this marker text.
+
+    None when the marker exists, lists the three files, and every file it lists has its size.
+    """
+    if marker is None:
+        return f"incomplete: no {MARKER} marker"
+    try:
+        expected = json.loads(marker)["files"]
+        listed = {name: int(meta["bytes"]) for name, meta in expected.items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return f"corrupt: unreadable {MARKER} marker ({exc})"
+    for name in (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE):
+        if name not in listed:
+            return f"corrupt: {MARKER} does not list {name}"
+    for name, size in listed.items():
+        if name not in sizes:
+            return f"corrupt: {name} is missing"
+        if sizes[name] != size:
+            return f"corrupt: {name} has {sizes[name]} bytes, {MARKER} says {size}"
+    return None
+
+
 def list_checkpoints(root: str | Path) -> list[tuple[int, Path]]:
-    """(step, path) of every `step_*` directory under `root`, newest first, valid or not."""
+    """(step, path) of every `step_*` directory and swap copy under `root`, valid or not.
+
+    Newest step first; for one step, `step_*` before its swap copies.
+    """
     root = Path(root)
     if not root.is_dir():
         return []
     found = []
     for child in root.iterdir():
-        match = _STEP_DIR.match(child.name)
+        match = _STEP_DIR.match(child.name) or SWAP_COPY.match(child.name)
         if match and child.is_dir():
-            found.append((int(match.group(1)), child))
-    return sorted(found, reverse=True)
+            found.append((int(match.group(1)), not child.name.startswith("."), child))
+    return [(step, path) for step, _, path in sorted(found, reverse=True)]
 
 
 def latest_valid_checkpoint(root: str | Path) -> Path | None:
@@ -190,22 +238,26 @@ def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
 
 
 def prune_checkpoints(root: str | Path, keep: int) -> list[Path]:
-    """Delete all but the `keep` newest valid checkpoints, and leftovers of interrupted writes.
+    """Delete all but the `keep` newest complete checkpoints, and leftovers of interrupted writes.
 
-    Call it from the run's only writer, after a write: a hidden temporary directory left then
-    belongs to a write that died. Incomplete or corrupt `step_*` directories are kept for
-    inspection (resuming skips them with a warning).
+    A checkpoint is kept only once its marker and file sizes check out (no file is re-hashed),
+    so a broken newer one never costs an older good one. Call it from the run's only writer,
+    after a write: a hidden temporary directory left then belongs to a write that died.
+    Incomplete or corrupt `step_*` directories are kept for inspection (resuming skips them).
     """
     root = Path(root)
     removed: list[Path] = []
-    valid = [p for _, p in list_checkpoints(root) if verify_checkpoint(p) is None]
-    for path in valid[max(keep, 1) :]:
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
+    kept: set[int] = set()
+    for step, path in list_checkpoints(root):
+        complete = verify_checkpoint(path, hashes=False) is None
+        if complete and step not in kept and len(kept) < max(keep, 1):
+            kept.add(step)
+        elif complete or path.name.startswith("."):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
     if root.is_dir():
-        for pattern in (".step_*.old-*", ".step_*.tmp-*"):
-            for leftover in root.glob(pattern):
-                shutil.rmtree(leftover, ignore_errors=True)
+        for leftover in root.glob(".step_*.tmp-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
     return removed
 
 

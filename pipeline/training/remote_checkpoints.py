@@ -2,7 +2,9 @@
 
 The layout and the checks are those of `checkpoint`: `<uri>/step_000123/` holds the same files,
 and `COMPLETE` is uploaded last, so a reader that sees the marker sees every file (an upload that
-died leaves a directory without it, which is skipped). Rank 0 writes a checkpoint into a local
+died leaves a directory without it, which is skipped). Nothing renames in a bucket, so rewriting
+a step first uploads a complete swap copy that stands in for the step meanwhile; pruning keeps a
+checkpoint only once its marker and file sizes check out. Rank 0 writes a checkpoint into a local
 staging directory and uploads it; resuming downloads the chosen one into a local staging
 directory on each node and verifies every file against the marker's sha256 before loading.
 Credentials come from the environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
@@ -21,9 +23,17 @@ import uuid
 import warnings
 from pathlib import Path
 
+import pyarrow.fs as pafs
+
 from lmforge.pipeline.training import checkpoint as ckpt
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+def _step(name: str) -> int | None:
+    """The step of a `step_*` directory or of a swap copy, else None."""
+    match = _STEP_DIR.match(name) or ckpt.SWAP_COPY.match(name)
+    return int(match.group(1)) if match else None
 
 
 def is_remote(location: str) -> bool:
@@ -43,8 +53,6 @@ class RemoteCheckpoints:
     """The `step_*` checkpoints under one URI."""
 
     def __init__(self, uri: str) -> None:
-        import pyarrow.fs as pafs
-
         self.uri = uri.rstrip("/")
         self.fs, self.base = pafs.FileSystem.from_uri(self.uri)
 
@@ -52,22 +60,37 @@ class RemoteCheckpoints:
         return f"{self.uri}/{name}"
 
     def upload(self, local: Path) -> str:
-        """Upload the checkpoint directory `local`, its marker last; returns its URI."""
-        target = f"{self.base}/{local.name}"
-        self._delete_file(f"{target}/{ckpt.MARKER}")  # a restarted attempt rewrites a step
+        """Upload the checkpoint directory `local`, its marker last; returns its URI.
+
+        Rewriting a step that has a marker first uploads a complete swap copy beside it, which
+        stands in for the step while its files are replaced and is deleted after.
+        """
+        name = local.name
+        marker = f"{self.base}/{name}/{ckpt.MARKER}"
+        swap = None
+        if self.fs.get_file_info(marker).type == pafs.FileType.File:  # a restarted attempt
+            swap = ckpt.swap_copy_name(name)
+            self._put(local, swap)
+        self._delete_file(marker)
+        self._put(local, name)
+        if swap is not None:
+            self.fs.delete_dir(f"{self.base}/{swap}")
+        return self.step_uri(name)
+
+    def _put(self, local: Path, name: str) -> None:
         files = sorted(p for p in local.iterdir() if p.is_file() and p.name != ckpt.MARKER)
         for path in [*files, local / ckpt.MARKER]:
             with (
                 open(path, "rb") as src,
-                self.fs.open_output_stream(f"{target}/{path.name}") as dst,
+                self.fs.open_output_stream(f"{self.base}/{name}/{path.name}") as dst,
             ):
                 shutil.copyfileobj(src, dst, 1 << 22)
-        return self.step_uri(local.name)
 
     def steps(self) -> list[tuple[int, str, bool]]:
-        """(step, name, has marker) of every `step_*` directory, newest first."""
-        import pyarrow.fs as pafs
+        """(step, name, has marker) of every `step_*` directory and swap copy, newest first.
 
+        For one step, `step_*` comes before its swap copies.
+        """
         try:
             infos = self.fs.get_file_info(pafs.FileSelector(self.base, recursive=True))
         except FileNotFoundError:
@@ -75,15 +98,24 @@ class RemoteCheckpoints:
         names: dict[str, bool] = {}
         for info in infos:
             parts = info.path[len(self.base) :].strip("/").split("/")
-            if len(parts) == 2 and _STEP_DIR.match(parts[0]) and info.type == pafs.FileType.File:
+            if len(parts) == 2 and _step(parts[0]) is not None and info.type == pafs.FileType.File:
                 names[parts[0]] = names.get(parts[0], False) or parts[1] == ckpt.MARKER
-        found = [(int(_STEP_DIR.match(n).group(1)), n, marked) for n, marked in names.items()]
-        return sorted(found, reverse=True)
+        found = [(_step(n), not n.startswith("."), n, marked) for n, marked in names.items()]
+        return [(step, n, marked) for step, _, n, marked in sorted(found, reverse=True)]
+
+    def size_problem(self, name: str) -> str | None:
+        """Why checkpoint `name` is not complete by its marker and file sizes (nothing hashed)."""
+        prefix = f"{self.base}/{name}"
+        infos = self.fs.get_file_info(pafs.FileSelector(prefix, allow_not_found=True))
+        sizes = {i.base_name: i.size for i in infos if i.type == pafs.FileType.File}
+        marker = None
+        if ckpt.MARKER in sizes:
+            with self.fs.open_input_stream(f"{prefix}/{ckpt.MARKER}") as handle:
+                marker = handle.read().decode()
+        return ckpt.marker_problem(marker, sizes)
 
     def download(self, name: str, staging: Path) -> Path:
         """A local copy of checkpoint `name` in `staging` (replaced if present); not verified."""
-        import pyarrow.fs as pafs
-
         tmp = staging / f".{name}.download-{uuid.uuid4().hex[:8]}"
         tmp.mkdir(parents=True)
         try:
@@ -107,6 +139,8 @@ class RemoteCheckpoints:
         Newer ones without a marker or with mismatching files are skipped with a warning.
         """
         for _, name, marked in self.steps():
+            if not marked and name.startswith("."):
+                continue  # a swap copy whose upload died
             if not marked:
                 problem = f"incomplete: no {ckpt.MARKER} marker"
             else:
@@ -117,15 +151,22 @@ class RemoteCheckpoints:
         return None
 
     def prune(self, keep: int) -> list[str]:
-        """Delete all but the `keep` newest checkpoints that have a marker; returns their URIs.
+        """Delete all but the `keep` newest complete checkpoints; returns their URIs.
 
-        Directories without a marker are kept for inspection, like local incomplete ones.
+        A checkpoint is kept only once its marker and file sizes check out (nothing is
+        downloaded or hashed), so a broken newer one never costs an older good one. Incomplete
+        or corrupt `step_*` directories are kept for inspection, like local ones; swap copies
+        not needed are deleted.
         """
-        marked = [name for _, name, has_marker in self.steps() if has_marker]
+        kept: set[int] = set()
         removed = []
-        for name in marked[max(keep, 1) :]:
-            self.fs.delete_dir(f"{self.base}/{name}")
-            removed.append(self.step_uri(name))
+        for step, name, marked in self.steps():
+            complete = marked and self.size_problem(name) is None
+            if complete and step not in kept and len(kept) < max(keep, 1):
+                kept.add(step)
+            elif complete or name.startswith("."):
+                self.fs.delete_dir(f"{self.base}/{name}")
+                removed.append(self.step_uri(name))
         return removed
 
     def _delete_file(self, path: str) -> None:

@@ -1,17 +1,23 @@
-"""Ctrl-C during pretrain: the open MLflow runs become KILLED, completed artifacts stay, and the
-next `lmforge run` continues pretraining from the latest checkpoint instead of starting over;
-the run was ZeRO-3, and its HF export still equals the model (weights gathered, not partitioned)."""
+"""Ctrl-C during pretrain, sent as a terminal sends it (to the whole process group): the open
+MLflow runs, the pipeline's parent run included, become KILLED, completed artifacts stay, and the
+next `lmforge run` continues pretraining from the latest checkpoint instead of starting over, with
+the losses of an uninterrupted run (rel < 1e-3) at every step; the run was ZeRO-3, and its HF
+export still equals the model (weights gathered, not partitioned)."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import torch
 from cli_runner import LMFORGE, lmforge, status, summary
+from fault.training_runs import assert_same_losses
 
 from lmforge.pipeline.tracking import client
 
@@ -22,7 +28,7 @@ ARGS = [
     "pretrain",
     "preset=tiny",
     "train.zero_stage=3",
-    "train.max_steps=120",
+    "train.max_steps=60",
     "train.checkpoint_every=10",
 ]
 
@@ -40,7 +46,7 @@ def test_ctrl_c_during_pretrain_resumes_from_the_latest_checkpoint(workdir):
         assert proc.poll() is None, proc.stdout.read()
         assert time.time() < deadline, "no checkpoint within 10 minutes"
         time.sleep(0.2)
-    os.kill(proc.pid, signal.SIGINT)
+    os.killpg(proc.pid, signal.SIGINT)  # the CLI leads its own group, as in a terminal
     output, _ = proc.communicate(timeout=180)
     assert proc.returncode == 130, output
     assert "lmforge: interrupted" in output
@@ -48,20 +54,24 @@ def test_ctrl_c_during_pretrain_resumes_from_the_latest_checkpoint(workdir):
     assert states["pretrain"]["state"] == "killed"
     assert states["tokenize"]["state"] == "ran"
     mlflow = client(f"sqlite:///{workdir / 'mlflow.db'}")
-    assert mlflow.get_run(states["pretrain"]["mlflow_run_id"]).info.status == "KILLED"
+    killed = mlflow.get_run(states["pretrain"]["mlflow_run_id"])
+    assert killed.info.status == "KILLED"
+    parent = mlflow.get_run(killed.data.tags["mlflow.parentRunId"])
+    assert parent.info.status == "KILLED", "the pipeline's parent run is closed as KILLED"
 
     lmforge("run", *ARGS, f"workdir={workdir}")
     after = status(workdir)
     assert after["tokenize"]["state"] == "cached"
     trained = summary(workdir, "pretrain")
     assert trained["resumed_from_step"] >= 10
-    assert trained["steps"] == 120
+    assert trained["steps"] == 60
+    artifact = workdir / "store" / "pretrain" / after["pretrain"]["key"]
+    resumed_losses = _losses(artifact)
 
     from transformers import AutoModelForCausalLM
 
     from lmforge.model.weights import load_model_dir
 
-    artifact = workdir / "store" / "pretrain" / after["pretrain"]["key"]
     ours = load_model_dir(artifact / "model").eval()
     hf = AutoModelForCausalLM.from_pretrained(artifact / "hf").eval()
     ids = torch.randint(
@@ -69,3 +79,19 @@ def test_ctrl_c_during_pretrain_resumes_from_the_latest_checkpoint(workdir):
     )
     with torch.no_grad():
         assert (ours(ids)[0] - hf(ids).logits).abs().max() < 1e-4
+
+    # The uninterrupted reference: the same trajectory from step 0 (keep_checkpoints does not
+    # change it, but it changes the cache key) once the checkpoints to resume from are gone.
+    shutil.rmtree(workdir / "checkpoints")
+    lmforge("run", *ARGS, "train.keep_checkpoints=3", f"workdir={workdir}")
+    rerun = status(workdir)["pretrain"]
+    assert rerun["state"] == "ran" and rerun["key"] != after["pretrain"]["key"]
+    reference = summary(workdir, "pretrain")
+    assert reference.get("resumed_from_step") is None and reference["steps"] == 60
+    uninterrupted = _losses(workdir / "store" / "pretrain" / rerun["key"])
+    assert_same_losses(resumed_losses, uninterrupted, rel=1e-3)
+
+
+def _losses(artifact: Path) -> list[float]:
+    """The per-step training losses of a pretrain artifact, 1..max_steps."""
+    return json.loads((artifact / "training_summary.json").read_text())["losses"]

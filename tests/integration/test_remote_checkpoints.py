@@ -104,3 +104,55 @@ def test_a_copy_another_run_left_on_this_node_does_not_disturb_saving(bucket):
     assert path.is_dir() and ckpt.verify_checkpoint(path) is None  # still there to report
     assert [p.name for p in stale.iterdir()] == ["step_000010"]
     assert remote.latest(ROOT) == location
+
+
+class _RefusedWrites:
+    """The bucket's filesystem, refusing writes to paths ending in `refused`."""
+
+    def __init__(self, fs, refused: str) -> None:
+        self._fs, self._refused = fs, refused
+
+    def open_output_stream(self, path: str, *args, **kwargs):
+        if path.endswith(self._refused):
+            raise OSError(f"When uploading {path}: the bucket refused the write")
+        return self._fs.open_output_stream(path, *args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self._fs, name)
+
+
+def test_a_rewrite_that_dies_midway_leaves_a_complete_copy_of_the_step(bucket, monkeypatch):
+    _save(10, keep=1)
+    real_init = remote.RemoteCheckpoints.__init__
+
+    def refusing_the_rewritten_weights(self, uri):
+        real_init(self, uri)
+        self.fs = _RefusedWrites(self.fs, "/step_000010/model.safetensors")
+
+    with monkeypatch.context() as patch, pytest.raises(OSError, match="refused"):
+        patch.setattr(remote.RemoteCheckpoints, "__init__", refusing_the_rewritten_weights)
+        _save(10, keep=1)
+    shutil.rmtree(remote.local_staging(ROOT))  # another node: nothing local
+    with pytest.warns(UserWarning, match="step_000010: incomplete"):
+        location = remote.latest(ROOT)
+    assert location is not None, "no checkpoint left to resume from"
+    loaded = remote.load(location)
+    assert loaded.state.step == 10 and torch.equal(loaded.params["w"], torch.full((3, 2), 10.0))
+
+    _save(10, keep=1)  # the next attempt completes the rewrite; the swap copy goes
+    steps = {key.split("/")[3] for key in _keys(bucket) if not key.endswith("/")}
+    assert steps == {"step_000010"}
+    assert remote.latest(ROOT) == f"{ROOT}/step_000010"
+
+
+def test_pruning_never_counts_a_truncated_checkpoint_among_those_it_keeps(bucket):
+    _save(10)
+    _save(20)
+    key = "checkpoints/pretrain/abc/step_000020/model.safetensors"
+    body = bucket.get_object(Bucket="lmforge", Key=key)["Body"].read()
+    bucket.put_object(Bucket="lmforge", Key=key, Body=body[:-10])
+    assert remote.RemoteCheckpoints(ROOT).prune(keep=1) == []
+    steps = {key.split("/")[3] for key in _keys(bucket) if not key.endswith("/")}
+    assert steps == {"step_000010", "step_000020"}
+    with pytest.warns(UserWarning, match="step_000020: corrupt"):
+        assert remote.latest(ROOT) == f"{ROOT}/step_000010"

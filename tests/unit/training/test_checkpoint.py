@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -24,8 +25,12 @@ def _state(step: int) -> ckpt.TrainerState:
     )
 
 
+def _weights(step: int) -> torch.Tensor:
+    return torch.full((3, 4), float(step))
+
+
 def _write(root, step: int):
-    params = {"w": torch.full((3, 4), float(step)), "b": torch.arange(4.0)}
+    params = {"w": _weights(step), "b": torch.arange(4.0)}
     moments = {
         "exp_avg/w": torch.ones(3, 4),
         "exp_avg_sq/w": torch.ones(3, 4) * 2,
@@ -140,3 +145,62 @@ def test_pruning_keeps_the_newest_valid_checkpoints_and_clears_dead_writes(tmp_p
     removed = ckpt.prune_checkpoints(tmp_path, keep=2)
     assert sorted(p.name for p in removed) == ["step_000001", "step_000002"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000003", "step_000004"]
+
+
+def test_a_rewrite_that_fails_mid_swap_leaves_the_old_copy_in_place(tmp_path, monkeypatch):
+    _write(tmp_path, 2)
+    _write(tmp_path, 3)
+    real_rename = Path.rename
+
+    def refuse_moving_the_new_copy_in(self, target):
+        if self.name.startswith(".step_000003.tmp-"):
+            raise OSError(5, "Input/output error")
+        return real_rename(self, target)
+
+    with monkeypatch.context() as patch, pytest.raises(OSError, match="Input/output"):
+        patch.setattr(Path, "rename", refuse_moving_the_new_copy_in)
+        ckpt.write_checkpoint(tmp_path, {"w": torch.zeros(2)}, {}, _state(3))
+    assert ckpt.latest_valid_checkpoint(tmp_path).name == "step_000003"
+    assert torch.equal(ckpt.load_checkpoint(tmp_path / "step_000003").params["w"], _weights(3))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000002", "step_000003"]
+
+
+def test_a_writer_that_died_mid_swap_leaves_a_copy_that_resuming_finds(tmp_path):
+    old = _write(tmp_path, 3)
+    aside = old.rename(tmp_path / ".step_000003.swap-0123abcd")  # the old copy, set aside
+    (tmp_path / ".step_000003.tmp-89abcdef").mkdir()  # the new copy, not yet moved in
+    assert ckpt.latest_valid_checkpoint(tmp_path) == aside
+    assert ckpt.load_checkpoint(aside).state == _state(3)
+
+    _write(tmp_path, 4)
+    ckpt.prune_checkpoints(tmp_path, keep=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".step_000003.swap-0123abcd",
+        "step_000004",
+    ]
+    _write(tmp_path, 3)
+    ckpt.prune_checkpoints(tmp_path, keep=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000003", "step_000004"]
+
+
+def test_pruning_never_counts_a_truncated_checkpoint_among_those_it_keeps(tmp_path):
+    for step in (1, 2, 3):
+        _write(tmp_path, step)
+    weights = tmp_path / "step_000003" / ckpt.MODEL_FILE
+    weights.write_bytes(weights.read_bytes()[:-10])
+    removed = ckpt.prune_checkpoints(tmp_path, keep=1)
+    assert [p.name for p in removed] == ["step_000001"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000002", "step_000003"]
+    with pytest.warns(UserWarning, match="step_000003"):
+        assert ckpt.latest_valid_checkpoint(tmp_path).name == "step_000002"
+
+
+def test_pruning_reads_marker_and_sizes_but_never_re_hashes(tmp_path, monkeypatch):
+    for step in (1, 2, 3):
+        _write(tmp_path, step)
+    hashed: list[str] = []
+    real_sha256 = ckpt._sha256
+    monkeypatch.setattr(ckpt, "_sha256", lambda path: hashed.append(path.name) or real_sha256(path))
+    ckpt.prune_checkpoints(tmp_path, keep=2)
+    assert hashed == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000002", "step_000003"]
