@@ -5,12 +5,17 @@ is PPL = exp(mean token cross-entropy, natural log). Perplexity depends on the t
 compares models only when they share one. Bits per byte divides the total negative log-likelihood
 (converted to bits) by the UTF-8 byte count of the text those tokens encode, which does not depend
 on how the text was cut into tokens and so compares models across tokenizers.
+
+A confidence interval for perplexity resamples documents, not tokens: the tokens of one document
+are far from independent, so a token-level bootstrap would claim a precision the split lacks.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+
+import numpy as np
 
 
 def mean_nll(total_nll_nats: float, n_tokens: int) -> float:
@@ -48,3 +53,43 @@ def bits_per_byte(total_nll_nats: float, n_bytes: int) -> float:
 def utf8_byte_count(texts: Iterable[str]) -> int:
     """Total UTF-8 length of `texts`, the denominator of bits per byte."""
     return sum(len(text.encode("utf-8")) for text in texts)
+
+
+def document_sums(
+    position_nll: np.ndarray, doc_starts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(summed NLL, predicted tokens) per document of a scored token stream.
+
+    `position_nll[i]` is the loss of predicting token i + 1; it belongs to the document whose
+    start offset (`doc_starts`, ascending, into the same stream) is the last one <= i + 1.
+    """
+    targets = np.arange(1, len(position_nll) + 1)
+    doc = np.maximum(np.searchsorted(doc_starts, targets, side="right") - 1, 0)
+    n_docs = max(len(doc_starts), 1)
+    nll = np.bincount(doc, weights=position_nll, minlength=n_docs)
+    tokens = np.bincount(doc, minlength=n_docs)
+    keep = tokens > 0
+    return nll[keep], tokens[keep]
+
+
+def bootstrap_perplexity_interval(
+    doc_nll: np.ndarray,
+    doc_tokens: np.ndarray,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of perplexity, resampling whole documents with replacement:
+    each resample's perplexity is exp(sum of its documents' NLL / sum of their tokens)."""
+    doc_nll, doc_tokens = np.asarray(doc_nll, np.float64), np.asarray(doc_tokens, np.float64)
+    if doc_nll.size == 0 or doc_nll.shape != doc_tokens.shape:
+        raise ValueError("need per-document NLL and token counts of equal, non-zero length")
+    if n_boot < 1 or not 0 < level < 1:
+        raise ValueError(f"need n_boot >= 1 and 0 < level < 1, got {n_boot}, {level}")
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, doc_nll.size, size=(n_boot, doc_nll.size))
+    ppl = np.exp(doc_nll[picks].sum(axis=1) / doc_tokens[picks].sum(axis=1))
+    tail = (1 - level) / 2
+    low, high = np.quantile(ppl, [tail, 1 - tail])
+    return float(low), float(high)
