@@ -2,8 +2,9 @@
 
 `build_engine` wraps GPT and our AdamW (decay on matmul weights only) in a DeepSpeed engine
 for the configured ZeRO stage; `TrainStep` runs the micro-batches of one step through it
-(gradient accumulation, bf16 autocast on GPU, clipping) with the learning rate our schedule
-gives, and returns the step's mean loss over all workers and the pre-clip gradient norm.
+(gradient accumulation, bf16 autocast when asked for, clipping) with the learning rate our schedule
+gives, and returns the step's mean loss over all workers and the pre-clip gradient norm; it
+charges its time to compute, comm and optimizer (`step_times`).
 """
 
 from __future__ import annotations
