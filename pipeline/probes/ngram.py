@@ -231,22 +231,31 @@ def with_leading_eot(
         yield np.concatenate([[eot_id], np.asarray(doc, dtype=np.int64).reshape(-1)])
 
 
+def fit_baselines(
+    train: Iterable[Sequence[int] | np.ndarray], vocab_size: int, k: float = 1.0
+) -> dict[str, _PositionScorer]:
+    """The add-k unigram and bigram and the Kneser-Ney trigram of `train` (two passes)."""
+    from lmforge.pipeline.probes.kneser_ney import KneserNeyTrigramLM
+
+    train = list(train)
+    bigram = BigramLM.fit(train, vocab_size, k=k)
+    return {
+        "unigram": UnigramLM.from_bigram(bigram),
+        "bigram": bigram,
+        "kn_trigram": KneserNeyTrigramLM.fit(train, vocab_size),
+    }
+
+
 def ngram_baselines(
     train: Iterable[Sequence[int] | np.ndarray],
     validation: Iterable[Sequence[int] | np.ndarray],
     vocab_size: int,
     k: float = 1.0,
 ) -> dict[str, float]:
-    """Fit the add-k unigram and bigram and the Kneser-Ney trigram on `train` (two passes) and
-    score `validation` with each."""
-    from lmforge.pipeline.probes.kneser_ney import KneserNeyTrigramLM
-
-    train, validation = list(train), list(validation)
-    bigram = BigramLM.fit(train, vocab_size, k=k)
-    unigram = UnigramLM.from_bigram(bigram)
-    kn_trigram = KneserNeyTrigramLM.fit(train, vocab_size)
+    """Fit the three baselines on `train` and score `validation` with each."""
+    validation = list(validation)
     stats: dict[str, float] = {}
-    for name, model in (("unigram", unigram), ("bigram", bigram), ("kn_trigram", kn_trigram)):
+    for name, model in fit_baselines(train, vocab_size, k).items():
         ce = model.cross_entropy(validation)
         stats[f"{name}_cross_entropy"] = ce
         stats[f"{name}_perplexity"] = perplexity(ce)

@@ -72,6 +72,20 @@ def document_sums(
     return nll[keep], tokens[keep]
 
 
+def _document_resamples(n_docs: int, n_boot: int, seed: int, level: float) -> np.ndarray:
+    if n_docs == 0:
+        raise ValueError("need per-document NLL and token counts of equal, non-zero length")
+    if n_boot < 1 or not 0 < level < 1:
+        raise ValueError(f"need n_boot >= 1 and 0 < level < 1, got {n_boot}, {level}")
+    return np.random.default_rng(seed).integers(0, n_docs, size=(n_boot, n_docs))
+
+
+def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
+    tail = (1 - level) / 2
+    low, high = np.quantile(values, [tail, 1 - tail])
+    return float(low), float(high)
+
+
 def bootstrap_perplexity_interval(
     doc_nll: np.ndarray,
     doc_tokens: np.ndarray,
@@ -83,13 +97,26 @@ def bootstrap_perplexity_interval(
     """Percentile bootstrap interval of perplexity, resampling whole documents with replacement:
     each resample's perplexity is exp(sum of its documents' NLL / sum of their tokens)."""
     doc_nll, doc_tokens = np.asarray(doc_nll, np.float64), np.asarray(doc_tokens, np.float64)
-    if doc_nll.size == 0 or doc_nll.shape != doc_tokens.shape:
+    if doc_nll.shape != doc_tokens.shape:
         raise ValueError("need per-document NLL and token counts of equal, non-zero length")
-    if n_boot < 1 or not 0 < level < 1:
-        raise ValueError(f"need n_boot >= 1 and 0 < level < 1, got {n_boot}, {level}")
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, doc_nll.size, size=(n_boot, doc_nll.size))
-    ppl = np.exp(doc_nll[picks].sum(axis=1) / doc_tokens[picks].sum(axis=1))
-    tail = (1 - level) / 2
-    low, high = np.quantile(ppl, [tail, 1 - tail])
-    return float(low), float(high)
+    picks = _document_resamples(doc_nll.size, n_boot, seed, level)
+    return _percentiles(np.exp(doc_nll[picks].sum(1) / doc_tokens[picks].sum(1)), level)
+
+
+def bootstrap_ratio_interval(
+    doc_nll: np.ndarray,
+    baseline_doc_nll: np.ndarray,
+    doc_tokens: np.ndarray,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float]:
+    """Paired bootstrap interval of perplexity / baseline perplexity on the same tokens: both are
+    summed over the same resampled documents, exp((NLL - baseline NLL) / tokens)."""
+    arrays = [np.asarray(a, np.float64) for a in (doc_nll, baseline_doc_nll, doc_tokens)]
+    if len({a.shape for a in arrays}) != 1:
+        raise ValueError("need per-document NLL and token counts of equal, non-zero length")
+    nll, base, tokens = arrays
+    picks = _document_resamples(nll.size, n_boot, seed, level)
+    return _percentiles(np.exp((nll[picks] - base[picks]).sum(1) / tokens[picks].sum(1)), level)

@@ -18,8 +18,9 @@ NOT_SHOWN = [
     "byte compares across tokenizers).",
     "The validation split is held-out documents of the training corpus: the figures measure fit "
     "to that kind of text, not general language ability or usefulness on any task.",
-    "The interval covers the choice of validation documents only, not the spread across training "
-    "seeds or data orders; the baselines' perplexities are point estimates on the same documents.",
+    "The intervals cover the choice of validation documents only (the ratios' are paired: model "
+    "and baseline on the same resampled documents), not the spread across training seeds or "
+    "data orders.",
     "The completions answer a handful of prompts; the degeneracy figures screen for loops and "
     "repeated words, not for fluency, correctness or truthfulness.",
     "Minimal-pair accuracy rests on a small fixed set of pairs: one pair moves it by several "
@@ -36,31 +37,33 @@ class BaselineComparison:
     """The baseline's validation perplexity."""
     ratio: float
     """Model perplexity / baseline perplexity (below 1: the model is better)."""
-    verdict: str
-    """'beats' (whole 95% interval below the baseline), 'does not beat' (whole interval at or
-    above it) or 'not distinguishable' (the interval holds the baseline's figure)."""
+    low: float
+    """Lower end of the 95% interval of the ratio."""
+    high: float
+    """Upper end of the 95% interval of the ratio."""
 
-
-def compare(model: float, low: float, high: float, baseline: float, name: str):
-    """The comparison of a model perplexity with interval [low, high] against `baseline`."""
-    if high < baseline:
-        verdict = "beats"
-    elif low >= baseline:
-        verdict = "does not beat"
-    else:
-        verdict = "not distinguishable"
-    return BaselineComparison(name=name, baseline=baseline, ratio=model / baseline, verdict=verdict)
+    @property
+    def verdict(self) -> str:
+        """'beats' (whole interval below 1), 'does not beat' (whole interval at or above 1) or
+        'not distinguishable' (the interval holds 1)."""
+        if self.high < 1:
+            return "beats"
+        return "does not beat" if self.low >= 1 else "not distinguishable"
 
 
 def baseline_comparisons(ppl: dict) -> list[BaselineComparison]:
-    """One comparison per baseline the perplexity stage reported."""
+    """One comparison per baseline the perplexity stage reported: the paired interval of the
+    ratio when given, else the model's own interval divided by the baseline's figure."""
     model = ppl["val_perplexity"]
-    low, high = ppl.get("val_perplexity_ci_low", model), ppl.get("val_perplexity_ci_high", model)
-    return [
-        compare(model, low, high, ppl[f"{key}_perplexity"], label)
-        for key, label in BASELINES
-        if f"{key}_perplexity" in ppl
-    ]
+    comparisons = []
+    for key, label in BASELINES:
+        baseline = ppl.get(f"{key}_perplexity")
+        if baseline is None:
+            continue
+        low = ppl.get(f"{key}_ratio_ci_low", ppl.get("val_perplexity_ci_low", model) / baseline)
+        high = ppl.get(f"{key}_ratio_ci_high", ppl.get("val_perplexity_ci_high", model) / baseline)
+        comparisons.append(BaselineComparison(label, baseline, model / baseline, low, high))
+    return comparisons
 
 
 def summary_sections(ppl: dict, sample_stats: dict, samples: list[dict]) -> list[Section]:
@@ -79,7 +82,8 @@ def summary_sections(ppl: dict, sample_stats: dict, samples: list[dict]) -> list
         "Against the baselines (same tokenizer, same validation tokens):"
     )
     verdicts = [
-        f"{c.verdict} the {c.name}: its perplexity {c.baseline:.1f}, model/baseline {c.ratio:.2f}"
+        f"{c.verdict} the {c.name}: its perplexity {c.baseline:.1f}, model/baseline "
+        f"{c.ratio:.2f} (95% interval {c.low:.2f} to {c.high:.2f})"
         for c in baseline_comparisons(ppl)
     ]
     greedy = [s for s in samples if s.get("mode") == "greedy"] or samples

@@ -53,6 +53,29 @@ def _stream(data_dir, split: str, max_tokens: int):
     return np.concatenate(parts), dataset
 
 
+def _against_baselines(cfg: PerplexityConfig, train, val, doc_starts, doc_nll, vocab_size: int):
+    """Each n-gram baseline's cross-entropy and perplexity on the validation stream, and the
+    paired 95% interval of model perplexity / baseline perplexity over the same documents."""
+    from lmforge.pipeline.probes.ngram import fit_baselines
+    from lmforge.pipeline.probes.perplexity_math import (
+        bootstrap_ratio_interval,
+        document_sums,
+        perplexity,
+    )
+
+    stats: dict[str, float] = {}
+    for name, lm in fit_baselines([train], vocab_size, k=cfg.ngram_k).items():
+        losses = -lm.token_log_probs(val)
+        stats[f"{name}_cross_entropy"] = float(losses.mean())
+        stats[f"{name}_perplexity"] = perplexity(float(losses.mean()))
+        base_nll, tokens = document_sums(losses, doc_starts)
+        low, high = bootstrap_ratio_interval(
+            doc_nll, base_nll, tokens, n_boot=cfg.bootstrap_samples, seed=cfg.bootstrap_seed
+        )
+        stats[f"{name}_ratio_ci_low"], stats[f"{name}_ratio_ci_high"] = low, high
+    return stats
+
+
 @stage(
     name="perplexity",
     inputs=("pretrain", "tokenize", "train_tokenizer", "clean"),
@@ -67,7 +90,6 @@ def perplexity(ctx: StageContext) -> dict:
     from lmforge.model.gpt import GPT
     from lmforge.model.perplexity import position_nll, token_nll
     from lmforge.pipeline.probes.minimal_pairs import minimal_pair_accuracy
-    from lmforge.pipeline.probes.ngram import ngram_baselines
     from lmforge.pipeline.probes.perplexity_math import (
         bits_per_byte,
         bootstrap_perplexity_interval,
@@ -108,7 +130,8 @@ def perplexity(ctx: StageContext) -> dict:
         "vocab_size": model.config.vocab_size,
     }
     train, _ = _stream(ctx.input("tokenize"), "train", 2_000_000)
-    stats.update(ngram_baselines([train], [val], model.config.vocab_size, k=cfg.ngram_k))
+    doc_starts = val_set.doc_offsets
+    stats.update(_against_baselines(cfg, train, val, doc_starts, doc_nll, model.config.vocab_size))
     docs = list(iter_texts(ctx.input("clean"), "val"))[: cfg.max_documents or None]
     per_doc = score_documents(trained, docs, cfg.stride)
     stats["val_doc_perplexity"] = per_doc.perplexity

@@ -47,6 +47,9 @@ def test_the_whole_validation_split_is_scored_with_an_interval_and_three_baselin
     assert stats["val_perplexity_ci_low"] < stats["val_perplexity"]
     assert stats["val_perplexity"] < stats["val_perplexity_ci_high"]
     assert stats["kn_trigram_perplexity"] < stats["bigram_perplexity"]
+    for baseline in ("unigram", "bigram", "kn_trigram"):
+        ratio = stats["val_perplexity"] / stats[f"{baseline}_perplexity"]
+        assert stats[f"{baseline}_ratio_ci_low"] < ratio < stats[f"{baseline}_ratio_ci_high"]
 
 
 def test_the_model_card_opens_with_the_comparison_and_completions(first_run):

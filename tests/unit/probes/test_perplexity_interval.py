@@ -7,7 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from lmforge.pipeline.probes.perplexity_math import bootstrap_perplexity_interval, document_sums
+from lmforge.pipeline.probes.perplexity_math import (
+    bootstrap_perplexity_interval,
+    bootstrap_ratio_interval,
+    document_sums,
+)
 
 
 def test_each_position_is_charged_to_the_document_of_the_token_it_predicts():
@@ -48,3 +52,19 @@ def test_empty_or_mismatched_inputs_are_rejected():
         bootstrap_perplexity_interval(np.zeros(0), np.zeros(0))
     with pytest.raises(ValueError, match="equal, non-zero length"):
         bootstrap_perplexity_interval(np.ones(2), np.ones(3))
+
+
+def test_the_paired_ratio_interval_is_tight_when_the_gap_is_the_same_in_every_document():
+    # documents of very different difficulty, the model always 0.2 nats per token better: the
+    # perplexities' own intervals overlap widely, the paired ratio is exp(-0.2) in every resample
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(50, 400, size=40).astype(float)
+    baseline = tokens * rng.uniform(3.0, 6.0, size=40)
+    model = baseline - 0.2 * tokens
+    low, high = bootstrap_ratio_interval(model, baseline, tokens)
+    assert low == pytest.approx(math.exp(-0.2)) and high == pytest.approx(math.exp(-0.2))
+    model_low, model_high = bootstrap_perplexity_interval(model, tokens)
+    base_low, base_high = bootstrap_perplexity_interval(baseline, tokens)
+    assert model_high > base_low  # unpaired, the two intervals overlap
+    with pytest.raises(ValueError, match="equal, non-zero length"):
+        bootstrap_ratio_interval(model, baseline[:3], tokens)
