@@ -1,4 +1,4 @@
-"""Where a worker's step time goes: data, compute, communication, optimizer, logging.
+"""Where a worker's step time goes: data, compute, communication, optimizer, logging, checkpoints.
 
 Read from `time.perf_counter` at the boundaries the training loop already has, with no extra
 synchronisation: on a GPU, kernels still queued at a boundary are charged to a later part (the
@@ -11,7 +11,8 @@ next blocking call), so the split is exact on CPU and indicative on GPU.
   the step's loss; ZeRO 3 reduces in backward hooks, which stay in compute;
 - optimizer: `engine.step()`, the update (and under ZeRO 1-2 the all-gather of the updated
   parameters, which DeepSpeed does not expose apart);
-- log: rank 0's MLflow call and progress line (each interval reports the previous one's).
+- log: rank 0's MLflow call and progress line (each interval reports the previous one's);
+- checkpoint: gathering the full state and writing (rank 0) and reporting a checkpoint.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-PARTS = ("compute", "comm", "optimizer", "data", "log")
+PARTS = ("compute", "comm", "optimizer", "data", "log", "checkpoint")
 
 
 class StepTimes:

@@ -133,7 +133,8 @@ class WorkerRun:
                 with self.times.part("log"):
                     self._log(result, lr)
             if cfg.checkpoint_every and self.state.step % cfg.checkpoint_every == 0:
-                self._checkpoint(final=self.state.step == cfg.max_steps)
+                with self.times.part("checkpoint"):
+                    self._checkpoint(final=self.state.step == cfg.max_steps)
         if self.written_step != self.state.step:
             self._checkpoint(final=True)
 

@@ -1,6 +1,6 @@
-"""Step time is split into data, compute, comm, optimizer and log: each block is charged to its
-part, the gradient reduction DeepSpeed runs inside the backward moves from compute to comm, and
-every reading starts a new interval while the totals keep growing."""
+"""Step time is split into data, compute, comm, optimizer, log and checkpoint: each block is
+charged to its part, the gradient reduction DeepSpeed runs inside the backward moves from compute
+to comm, and every reading starts a new interval while the totals keep growing."""
 
 import time
 
@@ -22,6 +22,7 @@ def test_blocks_are_charged_to_their_part_and_a_reading_starts_a_new_interval():
         "time_optimizer_s",
         "time_data_s",
         "time_log_s",
+        "time_checkpoint_s",
     }
     assert first["time_data_s"] >= 0.02 and first["time_compute_s"] >= 0.04
     assert first["time_compute_s"] > first["time_data_s"]
