@@ -37,6 +37,16 @@ def token_nll(
 
     block_size may not exceed the model's; windows of equal length run `batch_size` at a time.
     """
+    nll = position_nll(model, ids, block_size, stride, batch_size=batch_size)
+    return float(nll.sum()), int(nll.numel())
+
+
+@torch.no_grad()
+def position_nll(
+    model: GPT, ids: Tensor, block_size: int, stride: int, *, batch_size: int = 8
+) -> Tensor:
+    """-ln p(ids[i + 1] | context) for i = 0 .. len-2, float64 on CPU: the per-token losses that
+    `token_nll` sums (for sums over documents, e.g. a bootstrap)."""
     if ids.dim() != 1:
         raise ValueError(f"token_nll expects a 1-D id tensor, got shape {tuple(ids.shape)}")
     if block_size > model.config.block_size:
@@ -45,30 +55,29 @@ def token_nll(
         )
     device = model.wte.weight.device
     ids = ids.to(device=device, dtype=torch.long)
+    out = torch.zeros(max(ids.numel() - 1, 0), dtype=torch.float64)
     windows = sliding_windows(ids.numel(), block_size, stride)
     was_training = model.training
     model.eval()
-    total, count = 0.0, 0
     try:
         by_length: dict[int, list[tuple[int, int, int]]] = {}
         for window in windows:
             by_length.setdefault(window[1] - window[0], []).append(window)
         for group in by_length.values():
             for i in range(0, len(group), batch_size):
-                nll, n = _score_batch(model, ids, group[i : i + batch_size])
-                total, count = total + nll, count + n
+                _score_batch(model, ids, group[i : i + batch_size], out)
     finally:
         model.train(was_training)
-    return total, count
+    return out
 
 
-def _score_batch(model: GPT, ids: Tensor, windows: list[tuple[int, int, int]]) -> tuple[float, int]:
+def _score_batch(model: GPT, ids: Tensor, windows: list[tuple[int, int, int]], out: Tensor) -> None:
+    """Write the losses of the windows' not-yet-scored targets into `out` (indexed by input)."""
     inputs = torch.stack([ids[begin:end] for begin, end, _ in windows])
-    targets = torch.stack([ids[begin + 1 : end + 1] for begin, end, _ in windows]).clone()
-    for row, (begin, _end, done) in enumerate(windows):
-        targets[row, : max(done - begin, 0)] = -100  # already scored by an earlier window
+    targets = torch.stack([ids[begin + 1 : end + 1] for begin, end, _ in windows])
     logits, _ = model(inputs)
-    nll = F.cross_entropy(
-        logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100, reduction="sum"
-    )
-    return float(nll), int((targets != -100).sum())
+    nll = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none")
+    nll = nll.view(targets.shape).double().cpu()
+    for row, (begin, end, done) in enumerate(windows):
+        first = max(done - begin, 0)  # targets before it were scored by an earlier window
+        out[begin + first : end] = nll[row, first:]

@@ -10,10 +10,15 @@ items); compare decoding settings only with the same kind of tokens.
   same sample (0 for a sample with no repeat, near 1 for a sample looping on one phrase).
 - repetition rate: share of samples with at least one repeated n-gram (default n = 4), i.e. with a
   repeated fraction above 0; the degenerate loops greedy decoding falls into.
+
+Over the whitespace words of completions (`word_degeneracy`): the share of the most frequent word
+of one completion (near 1 for "the the the ..."), the most occurrences of any word 4-gram in one
+completion (a loop on one phrase), and distinct-2 over the pooled words of a setting's samples.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable, Sequence
 
 Tokens = Sequence[Hashable]
@@ -62,4 +67,29 @@ def diversity_stats(samples: Sequence[Tokens], repeat_n: int = 4) -> dict[str, f
         f"repetition_rate_{repeat_n}gram": sum(f > 0 for f in fractions) / len(samples),
         f"mean_repeated_{repeat_n}gram_fraction": sum(fractions) / len(samples),
         "mean_length": sum(len(s) for s in samples) / len(samples),
+    }
+
+
+def top_word_share(text: str) -> float:
+    """Occurrences of the most frequent whitespace word / words of the text (0.0 when empty)."""
+    words = text.split()
+    return Counter(words).most_common(1)[0][1] / len(words) if words else 0.0
+
+
+def max_ngram_count(tokens: Tokens, n: int = 4) -> int:
+    """Occurrences of the most frequent n-gram of one sequence (0 when it is shorter than n)."""
+    grams = Counter(ngrams(tokens, n))
+    return grams.most_common(1)[0][1] if grams else 0
+
+
+def word_degeneracy(texts: Sequence[str], repeat_n: int = 4) -> dict[str, float]:
+    """Worst top-word share and worst n-gram count over the completions, and distinct-2 of their
+    pooled whitespace words."""
+    if not texts:
+        raise ValueError("word_degeneracy needs at least one completion")
+    words = [t.split() for t in texts]
+    return {
+        "max_top_word_share": max(top_word_share(t) for t in texts),
+        f"max_word_{repeat_n}gram_count": float(max(max_ngram_count(w, repeat_n) for w in words)),
+        "word_distinct_2": distinct_n(words, 2),
     }

@@ -1,4 +1,5 @@
-"""Unigram and bigram language models over token ids with add-k smoothing: the baselines of F4.
+"""Unigram and bigram language models over token ids with add-k smoothing: the baselines of F4
+(the interpolated Kneser-Ney trigram beside them is in `kneser_ney`).
 
 Both models score exactly the positions the transformer scores: in every sequence, token t+1 is
 predicted for t = 0 .. len-2 (from token t for the bigram, from nothing for the unigram); the first
@@ -53,8 +54,14 @@ def _smoothed_log(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
         return np.log(p)
 
 
+def _before(ids: np.ndarray, vocab_size: int) -> np.ndarray:
+    """The token two places before each predicted position; `vocab_size` (a start marker that is
+    no token) before the first."""
+    return np.concatenate([[vocab_size], ids[:-2]]).astype(np.int64)
+
+
 class _PositionScorer(ABC):
-    """Scores the next-token positions of sequences; subclasses give log P(token | prev)."""
+    """Scores the next-token positions of sequences; subclasses give log P(token | context)."""
 
     __slots__ = ()
     vocab_size: int
@@ -63,36 +70,42 @@ class _PositionScorer(ABC):
     def _pair_log_probs(self, prev: np.ndarray, token: np.ndarray) -> np.ndarray:
         """log P(token | prev), elementwise."""
 
+    def _context_log_probs(
+        self, before: np.ndarray, prev: np.ndarray, token: np.ndarray
+    ) -> np.ndarray:
+        """log P(token | before prev), elementwise; models of order <= 2 ignore `before`."""
+        return self._pair_log_probs(prev, token)
+
     def token_log_probs(self, seq: Sequence[int] | np.ndarray) -> np.ndarray:
         """log P(seq[t+1] | context) for t = 0 .. len-2."""
         ids = _token_ids(seq, self.vocab_size)
         if ids.size < 2:
             return np.zeros(0)
-        return self._pair_log_probs(ids[:-1], ids[1:])
+        return self._context_log_probs(_before(ids, self.vocab_size), ids[:-1], ids[1:])
 
     def nll(self, sequences: Iterable[Sequence[int] | np.ndarray]) -> tuple[float, int]:
         """(total negative log-likelihood in nats, number of predicted tokens)."""
         total, n = 0.0, 0
-        prev: list[np.ndarray] = []
-        nxt: list[np.ndarray] = []
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         buffered = 0
         for seq in sequences:
             ids = _token_ids(seq, self.vocab_size)
             if ids.size < 2:
                 continue
-            prev.append(ids[:-1])
-            nxt.append(ids[1:])
+            parts.append((_before(ids, self.vocab_size), ids[:-1], ids[1:]))
             buffered += ids.size - 1
             if buffered >= _FLUSH_PAIRS:  # score in large vectorised batches
-                total -= float(
-                    self._pair_log_probs(np.concatenate(prev), np.concatenate(nxt)).sum()
-                )
+                total -= self._sum_log_probs(parts)
                 n += buffered
-                prev, nxt, buffered = [], [], 0
+                parts, buffered = [], 0
         if buffered:
-            total -= float(self._pair_log_probs(np.concatenate(prev), np.concatenate(nxt)).sum())
+            total -= self._sum_log_probs(parts)
             n += buffered
         return total, n
+
+    def _sum_log_probs(self, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> float:
+        before, prev, token = (np.concatenate(column) for column in zip(*parts, strict=True))
+        return float(self._context_log_probs(before, prev, token).sum())
 
     def cross_entropy(self, sequences: Iterable[Sequence[int] | np.ndarray]) -> float:
         """Mean nats per predicted token over all sequences (token-weighted)."""
@@ -151,10 +164,7 @@ class BigramLM(_PositionScorer):
     def pair_count(self, prev: np.ndarray, token: np.ndarray) -> np.ndarray:
         """c(prev token) for arrays of pairs (0 where the pair was never seen)."""
         query = np.asarray(prev, dtype=np.int64) * self.vocab_size + np.asarray(token)
-        if self.pair_codes.size == 0:
-            return np.zeros(query.shape, dtype=np.int64)
-        pos = np.minimum(np.searchsorted(self.pair_codes, query), self.pair_codes.size - 1)
-        return np.where(self.pair_codes[pos] == query, self.pair_counts[pos], 0)
+        return _lookup(self.pair_codes, self.pair_counts, query)
 
     def prob(self, token: int, prev: int) -> float:
         """P(token | prev)."""
@@ -204,6 +214,14 @@ class UnigramLM(_PositionScorer):
         return _smoothed_log(num, den)
 
 
+def _lookup(codes: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """values[i] where codes[i] == query (codes sorted and unique), else 0."""
+    if codes.size == 0:
+        return np.zeros(query.shape, dtype=values.dtype)
+    pos = np.minimum(np.searchsorted(codes, query), codes.size - 1)
+    return np.where(codes[pos] == query, values[pos], 0)
+
+
 def with_leading_eot(
     documents: Iterable[Sequence[int] | np.ndarray], eot_id: int
 ) -> Iterator[np.ndarray]:
@@ -213,18 +231,31 @@ def with_leading_eot(
         yield np.concatenate([[eot_id], np.asarray(doc, dtype=np.int64).reshape(-1)])
 
 
+def fit_baselines(
+    train: Iterable[Sequence[int] | np.ndarray], vocab_size: int, k: float = 1.0
+) -> dict[str, _PositionScorer]:
+    """The add-k unigram and bigram and the Kneser-Ney trigram of `train` (two passes)."""
+    from lmforge.pipeline.probes.kneser_ney import KneserNeyTrigramLM
+
+    train = list(train)
+    bigram = BigramLM.fit(train, vocab_size, k=k)
+    return {
+        "unigram": UnigramLM.from_bigram(bigram),
+        "bigram": bigram,
+        "kn_trigram": KneserNeyTrigramLM.fit(train, vocab_size),
+    }
+
+
 def ngram_baselines(
     train: Iterable[Sequence[int] | np.ndarray],
     validation: Iterable[Sequence[int] | np.ndarray],
     vocab_size: int,
     k: float = 1.0,
 ) -> dict[str, float]:
-    """Fit both baselines on `train` in one pass and score `validation` with each."""
+    """Fit the three baselines on `train` and score `validation` with each."""
     validation = list(validation)
-    bigram = BigramLM.fit(train, vocab_size, k=k)
-    unigram = UnigramLM.from_bigram(bigram)
     stats: dict[str, float] = {}
-    for name, model in (("unigram", unigram), ("bigram", bigram)):
+    for name, model in fit_baselines(train, vocab_size, k).items():
         ce = model.cross_entropy(validation)
         stats[f"{name}_cross_entropy"] = ce
         stats[f"{name}_perplexity"] = perplexity(ce)

@@ -5,12 +5,17 @@ is PPL = exp(mean token cross-entropy, natural log). Perplexity depends on the t
 compares models only when they share one. Bits per byte divides the total negative log-likelihood
 (converted to bits) by the UTF-8 byte count of the text those tokens encode, which does not depend
 on how the text was cut into tokens and so compares models across tokenizers.
+
+A confidence interval for perplexity resamples documents, not tokens: the tokens of one document
+are far from independent, so a token-level bootstrap would claim a precision the split lacks.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+
+import numpy as np
 
 
 def mean_nll(total_nll_nats: float, n_tokens: int) -> float:
@@ -48,3 +53,70 @@ def bits_per_byte(total_nll_nats: float, n_bytes: int) -> float:
 def utf8_byte_count(texts: Iterable[str]) -> int:
     """Total UTF-8 length of `texts`, the denominator of bits per byte."""
     return sum(len(text.encode("utf-8")) for text in texts)
+
+
+def document_sums(
+    position_nll: np.ndarray, doc_starts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(summed NLL, predicted tokens) per document of a scored token stream.
+
+    `position_nll[i]` is the loss of predicting token i + 1; it belongs to the document whose
+    start offset (`doc_starts`, ascending, into the same stream) is the last one <= i + 1.
+    """
+    targets = np.arange(1, len(position_nll) + 1)
+    doc = np.maximum(np.searchsorted(doc_starts, targets, side="right") - 1, 0)
+    n_docs = max(len(doc_starts), 1)
+    nll = np.bincount(doc, weights=position_nll, minlength=n_docs)
+    tokens = np.bincount(doc, minlength=n_docs)
+    keep = tokens > 0
+    return nll[keep], tokens[keep]
+
+
+def _document_resamples(n_docs: int, n_boot: int, seed: int, level: float) -> np.ndarray:
+    if n_docs == 0:
+        raise ValueError("need per-document NLL and token counts of equal, non-zero length")
+    if n_boot < 1 or not 0 < level < 1:
+        raise ValueError(f"need n_boot >= 1 and 0 < level < 1, got {n_boot}, {level}")
+    return np.random.default_rng(seed).integers(0, n_docs, size=(n_boot, n_docs))
+
+
+def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
+    tail = (1 - level) / 2
+    low, high = np.quantile(values, [tail, 1 - tail])
+    return float(low), float(high)
+
+
+def bootstrap_perplexity_interval(
+    doc_nll: np.ndarray,
+    doc_tokens: np.ndarray,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of perplexity, resampling whole documents with replacement:
+    each resample's perplexity is exp(sum of its documents' NLL / sum of their tokens)."""
+    doc_nll, doc_tokens = np.asarray(doc_nll, np.float64), np.asarray(doc_tokens, np.float64)
+    if doc_nll.shape != doc_tokens.shape:
+        raise ValueError("need per-document NLL and token counts of equal, non-zero length")
+    picks = _document_resamples(doc_nll.size, n_boot, seed, level)
+    return _percentiles(np.exp(doc_nll[picks].sum(1) / doc_tokens[picks].sum(1)), level)
+
+
+def bootstrap_ratio_interval(
+    doc_nll: np.ndarray,
+    baseline_doc_nll: np.ndarray,
+    doc_tokens: np.ndarray,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float]:
+    """Paired bootstrap interval of perplexity / baseline perplexity on the same tokens: both are
+    summed over the same resampled documents, exp((NLL - baseline NLL) / tokens)."""
+    arrays = [np.asarray(a, np.float64) for a in (doc_nll, baseline_doc_nll, doc_tokens)]
+    if len({a.shape for a in arrays}) != 1:
+        raise ValueError("need per-document NLL and token counts of equal, non-zero length")
+    nll, base, tokens = arrays
+    picks = _document_resamples(nll.size, n_boot, seed, level)
+    return _percentiles(np.exp((nll[picks] - base[picks]).sum(1) / tokens[picks].sum(1)), level)

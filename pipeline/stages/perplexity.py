@@ -1,5 +1,6 @@
-"""`perplexity`: validation perplexity and bits per byte, against n-gram baselines and the
-freshly initialised model, plus minimal pairs and the scaling-law prediction."""
+"""`perplexity`: validation perplexity (with a 95% bootstrap interval over documents) and bits per
+byte, against n-gram baselines (add-k unigram and bigram, Kneser-Ney trigram) and the freshly
+initialised model, plus minimal pairs and the scaling-law prediction."""
 
 from __future__ import annotations
 
@@ -20,6 +21,16 @@ class PerplexityConfig:
     "Validation documents scored one by one and written for lm-evaluation-harness (0 = all)."
     ngram_k: float = 0.1
     "Add-k smoothing of the unigram/bigram baselines."
+    bootstrap_samples: int = 1000
+    "Resamples of the validation documents for the 95% interval of val perplexity."
+    bootstrap_seed: int = 0
+    "Seed of the document resampling."
+
+    def __post_init__(self) -> None:
+        if self.bootstrap_samples < 1:
+            raise ValueError(
+                f"eval.perplexity.bootstrap_samples must be >= 1, got {self.bootstrap_samples}"
+            )
 
 
 def parse(sections: dict) -> PerplexityConfig:
@@ -42,22 +53,48 @@ def _stream(data_dir, split: str, max_tokens: int):
     return np.concatenate(parts), dataset
 
 
+def _against_baselines(cfg: PerplexityConfig, train, val, doc_starts, doc_nll, vocab_size: int):
+    """Each n-gram baseline's cross-entropy and perplexity on the validation stream, and the
+    paired 95% interval of model perplexity / baseline perplexity over the same documents."""
+    from lmforge.pipeline.probes.ngram import fit_baselines
+    from lmforge.pipeline.probes.perplexity_math import (
+        bootstrap_ratio_interval,
+        document_sums,
+        perplexity,
+    )
+
+    stats: dict[str, float] = {}
+    for name, lm in fit_baselines([train], vocab_size, k=cfg.ngram_k).items():
+        losses = -lm.token_log_probs(val)
+        stats[f"{name}_cross_entropy"] = float(losses.mean())
+        stats[f"{name}_perplexity"] = perplexity(float(losses.mean()))
+        base_nll, tokens = document_sums(losses, doc_starts)
+        low, high = bootstrap_ratio_interval(
+            doc_nll, base_nll, tokens, n_boot=cfg.bootstrap_samples, seed=cfg.bootstrap_seed
+        )
+        stats[f"{name}_ratio_ci_low"], stats[f"{name}_ratio_ci_high"] = low, high
+    return stats
+
+
 @stage(
     name="perplexity",
     inputs=("pretrain", "tokenize", "train_tokenizer", "clean"),
     config=("eval.perplexity",),
     parse_config=parse,
-    version="2",
+    version="3",
     num_cpus=0.5,
 )
 def perplexity(ctx: StageContext) -> dict:
     import torch
 
     from lmforge.model.gpt import GPT
-    from lmforge.model.perplexity import token_nll
+    from lmforge.model.perplexity import position_nll, token_nll
     from lmforge.pipeline.probes.minimal_pairs import minimal_pair_accuracy
-    from lmforge.pipeline.probes.ngram import ngram_baselines
-    from lmforge.pipeline.probes.perplexity_math import bits_per_byte
+    from lmforge.pipeline.probes.perplexity_math import (
+        bits_per_byte,
+        bootstrap_perplexity_interval,
+        document_sums,
+    )
     from lmforge.pipeline.probes.scaling import loss_from_params, loss_from_tokens
     from lmforge.pipeline.sources.parquet_shards import iter_texts
     from lmforge.pipeline.stages.lm_eval_task import write_task
@@ -68,9 +105,14 @@ def perplexity(ctx: StageContext) -> dict:
     model, tok = trained.model, trained.tok
     block = model.config.block_size
     stride = cfg.stride or block
-    val, _ = _stream(ctx.input("tokenize"), "val", cfg.max_tokens)
+    val, val_set = _stream(ctx.input("tokenize"), "val", cfg.max_tokens)
     ids = torch.from_numpy(val)
-    total_nll, n = token_nll(model, ids, block, stride)
+    losses = position_nll(model, ids, block, stride).numpy()
+    total_nll, n = float(losses.sum()), int(losses.size)
+    doc_nll, doc_tokens = document_sums(losses, val_set.doc_offsets)
+    low, high = bootstrap_perplexity_interval(
+        doc_nll, doc_tokens, n_boot=cfg.bootstrap_samples, seed=cfg.bootstrap_seed
+    )
     n_bytes = len(tok.decode(val[1:].tolist(), skip_special_tokens=True).encode("utf-8"))
     torch.manual_seed(0)
     fresh = GPT(model.config).eval()
@@ -80,12 +122,16 @@ def perplexity(ctx: StageContext) -> dict:
         "val_loss": mean,
         "val_perplexity": math.exp(mean),
         "val_bits_per_byte": bits_per_byte(total_nll, n_bytes),
+        "val_perplexity_ci_low": low,
+        "val_perplexity_ci_high": high,
         "val_tokens_scored": n,
+        "val_documents_scored": int(doc_nll.size),
         "init_perplexity": math.exp(init_nll / init_n),
         "vocab_size": model.config.vocab_size,
     }
     train, _ = _stream(ctx.input("tokenize"), "train", 2_000_000)
-    stats.update(ngram_baselines([train], [val], model.config.vocab_size, k=cfg.ngram_k))
+    doc_starts = val_set.doc_offsets
+    stats.update(_against_baselines(cfg, train, val, doc_starts, doc_nll, model.config.vocab_size))
     docs = list(iter_texts(ctx.input("clean"), "val"))[: cfg.max_documents or None]
     per_doc = score_documents(trained, docs, cfg.stride)
     stats["val_doc_perplexity"] = per_doc.perplexity

@@ -1,6 +1,7 @@
 """`report`: the model card (markdown and self-contained HTML) from every stage's artifacts:
-data summary, model and training, loss curve, perplexity against baselines, samples, harm probes
-with plots, and the probes' limitations."""
+an opening with the verdicts against the baselines, three completions and what the figures do
+not show; then data summary, model and training, loss curve, perplexity against baselines,
+samples, harm probes with plots, and the probes' limitations."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmforge.pipeline.stage import StageContext, stage
+from lmforge.pipeline.stages.card_summary import summary_sections
 from lmforge.pipeline.stages.model_card import Section, fmt, to_html, to_markdown
+from lmforge.pipeline.training.step_times import PARTS
 from lmforge.pipeline.typed_config import from_mapping
 
 LIMITATIONS = [
@@ -111,7 +114,7 @@ def _table(stats: dict, keys: list[str] | None = None) -> list[tuple[str, str]]:
     inputs=("clean", "train_tokenizer", "pretrain", "perplexity", "sample", "harm"),
     config=("eval.report",),
     parse_config=parse,
-    version="2",
+    version="3",
     num_cpus=0.5,
 )
 def report(ctx: StageContext) -> dict:
@@ -124,6 +127,7 @@ def report(ctx: StageContext) -> dict:
     ]
     datasheet = (ctx.input("clean") / "datasheet.md").read_text(encoding="utf-8")
     sections = [
+        *summary_sections(ppl, m["sample"], samples),
         Section(
             "Data",
             paragraphs=["From the clean stage's datasheet:"],
@@ -147,6 +151,7 @@ def report(ctx: StageContext) -> dict:
                     "tokens_per_s",
                     "mfu",
                     "world_size",
+                    *(f"time_{part}_s_total" for part in PARTS),
                 ],
             ),
             images=_loss_curve(ctx.input("pretrain"), ctx.out_dir),
@@ -157,11 +162,16 @@ def report(ctx: StageContext) -> dict:
                 ppl,
                 [
                     "val_perplexity",
+                    "val_perplexity_ci_low",
+                    "val_perplexity_ci_high",
+                    "val_tokens_scored",
+                    "val_documents_scored",
                     "val_bits_per_byte",
                     "val_doc_perplexity",
                     "init_perplexity",
                     "unigram_perplexity",
                     "bigram_perplexity",
+                    "kn_trigram_perplexity",
                     "vocab_size",
                     "minimal_pair_accuracy",
                     "scaling_law_loss_from_params",
@@ -172,6 +182,7 @@ def report(ctx: StageContext) -> dict:
         ),
         Section(
             "Samples",
+            table=_table(m["sample"]),
             bullets=[f"[{s['mode']}] {s['prompt']} → {s['completion']!r}" for s in samples],
         ),
         Section(

@@ -1,4 +1,5 @@
-"""`sample`: continuations of the configured prompts, greedy and top-p, with diversity stats."""
+"""`sample`: continuations of the configured prompts, greedy and top-p, with diversity stats and
+the word-level signs of degenerate text (one word filling a completion, a looping 4-gram)."""
 
 from __future__ import annotations
 
@@ -38,12 +39,12 @@ def parse(sections: dict) -> SampleConfig:
     inputs=("pretrain", "train_tokenizer"),
     config=("eval.sample",),
     parse_config=parse,
-    version="1",
+    version="2",
     num_cpus=0.5,
 )
 def sample(ctx: StageContext) -> dict:
     from lmforge.model.generate import SamplingConfig
-    from lmforge.pipeline.probes.diversity import diversity_stats
+    from lmforge.pipeline.probes.diversity import diversity_stats, word_degeneracy
     from lmforge.pipeline.stages.trained_model import TrainedModel
 
     cfg: SampleConfig = ctx.config
@@ -62,7 +63,7 @@ def sample(ctx: StageContext) -> dict:
     for mode, sampling in modes.items():
         texts = trained.complete(cfg.prompts, sampling)
         token_lists = [trained.tok.encode(t).ids for t in texts]
-        for key, value in diversity_stats(token_lists).items():
+        for key, value in {**diversity_stats(token_lists), **word_degeneracy(texts)}.items():
             stats[f"{mode}_{key}"] = value
         records += [
             {"mode": mode, "prompt": p, "completion": t}

@@ -9,5 +9,6 @@ Read in this order:
 - `checkpoint`: atomic, verified, world-size-independent checkpoints; `resume`: which one to use;
 - `zero_state`: the full parameters and AdamW moments of an engine at any ZeRO stage;
 - `deepspeed_config`: conf/deepspeed/zeroN.json filled from the train config;
-- `mfu`, `progress`: MFU, tokens/s, ETA and the MLflow metrics; `fault`: fault injection.
+- `mfu`, `progress`: MFU, tokens/s, ETA and the MLflow metrics; `step_times`: where step time
+  goes; `fault`: fault injection.
 """

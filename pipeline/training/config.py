@@ -70,7 +70,8 @@ class TrainConfig:
     max_failures: int = 2
     """Worker failures Ray Train recovers from (restart from the last checkpoint) per run."""
     precision: Literal["auto", "fp32", "bf16"] = "auto"
-    """'auto' = bf16 autocast on GPU and fp32 on CPU; parameters and optimizer stay fp32."""
+    """'auto' = bf16 autocast on GPU and fp32 on CPU; 'bf16' autocasts on CPU too. Parameters and
+    optimizer state stay fp32."""
     compile: bool = False
     """torch.compile the model (DeepSpeed `engine.compile()`)."""
     peak_flops: float | None = None
@@ -93,8 +94,6 @@ class TrainConfig:
             raise ValueError("train.offload_optimizer needs train.zero_stage >= 1")
         if self.offload_params and self.zero_stage != 3:
             raise ValueError("train.offload_params needs train.zero_stage=3")
-        if self.precision == "bf16" and not self.use_gpu:
-            raise ValueError("train.precision=bf16 needs train.use_gpu=true (CPU trains in fp32)")
         per_step = self.micro_batch_size * self.num_workers
         if self.global_batch_size % per_step:
             raise ValueError(

@@ -1,6 +1,8 @@
 """What rank 0 tells the user while training: MLflow metrics and a progress line with an ETA.
 
-step 120/400 loss 3.2100 lr 5.0e-04 12.3k tok/s MFU 0.4% ETA 1m20s
+step 120/400 loss 3.2100 lr 5.0e-04 12.3k tok/s MFU 0.4% ETA 1m20s | compute 71% comm 12% ...
+
+(the worker appends the step-time breakdown of `step_times`).
 """
 
 from __future__ import annotations

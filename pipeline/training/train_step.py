@@ -2,8 +2,9 @@
 
 `build_engine` wraps GPT and our AdamW (decay on matmul weights only) in a DeepSpeed engine
 for the configured ZeRO stage; `TrainStep` runs the micro-batches of one step through it
-(gradient accumulation, bf16 autocast on GPU, clipping) with the learning rate our schedule
-gives, and returns the step's mean loss over all workers and the pre-clip gradient norm.
+(gradient accumulation, bf16 autocast when asked for, clipping) with the learning rate our schedule
+gives, and returns the step's mean loss over all workers and the pre-clip gradient norm; it
+charges its time to compute, comm and optimizer (`step_times`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.deepspeed_config import deepspeed_config
+from lmforge.pipeline.training.step_times import StepTimes, time_gradient_reduction
 from lmforge.pipeline.training.zero_state import base_optimizer, ensure_adam_state
 
 
@@ -74,34 +76,48 @@ class StepResult:
 class TrainStep:
     """Runs one optimizer step's micro-batches through a DeepSpeed engine."""
 
-    def __init__(self, engine, cfg: TrainConfig, device: torch.device, world_size: int) -> None:
+    def __init__(
+        self,
+        engine,
+        cfg: TrainConfig,
+        device: torch.device,
+        world_size: int,
+        times: StepTimes | None = None,
+    ) -> None:
         self.engine = engine
         self.cfg = cfg
         self.device = device
         self.world_size = world_size
         self.stage = engine.zero_optimization_stage()
         self._bf16 = uses_bf16(cfg)
+        self.times = times or StepTimes()
+        time_gradient_reduction(engine, self.times)
 
     def __call__(self, batches: list[tuple[torch.Tensor, torch.Tensor]], lr: float) -> StepResult:
         for group in base_optimizer(self.engine).param_groups:
             group["lr"] = lr
         total = torch.zeros((), device=self.device)
         grad_norm = math.nan
+        times = self.times
         for x, y in batches:
-            with self._autocast():
-                _, loss = self.engine(x.to(self.device), y.to(self.device))
-            self.engine.backward(loss)  # DeepSpeed divides by the accumulation steps
-            total += loss.detach().float()
-            if self.stage == 0 and self.engine.is_gradient_accumulation_boundary():
-                grad_norm = self._clip_stage0()
-            self.engine.step()  # updates only at the accumulation boundary
+            with times.part("compute"):
+                with self._autocast():
+                    _, loss = self.engine(x.to(self.device), y.to(self.device))
+                self.engine.backward(loss)  # DeepSpeed divides by the accumulation steps
+                total += loss.detach().float()
+            with times.part("optimizer"):
+                if self.stage == 0 and self.engine.is_gradient_accumulation_boundary():
+                    grad_norm = self._clip_stage0()
+                self.engine.step()  # updates only at the accumulation boundary
         if self.stage > 0:
             grad_norm = float(self.engine.get_global_grad_norm())
         mean = total / len(batches)
-        if self.world_size > 1:
-            dist.all_reduce(mean)
-            mean /= self.world_size
-        return StepResult(loss=float(mean), grad_norm=grad_norm)
+        with times.part("comm"):
+            if self.world_size > 1:
+                dist.all_reduce(mean)
+                mean /= self.world_size
+            loss_value = float(mean)
+        return StepResult(loss=loss_value, grad_norm=grad_norm)
 
     def _clip_stage0(self) -> float:
         # ZeRO 0: gradients are all-reduced by now; DeepSpeed's own stage-0 clipping would drop

@@ -32,6 +32,7 @@ from lmforge.pipeline.training.progress import MlflowMetrics, ThroughputMeter, p
 from lmforge.pipeline.training.resume import check_resumable, load_chosen_checkpoint
 from lmforge.pipeline.training.sampler import GlobalWindowOrder, WindowSampler, load_batch
 from lmforge.pipeline.training.schedule import learning_rate
+from lmforge.pipeline.training.step_times import StepTimes, breakdown
 from lmforge.pipeline.training.train_step import StepResult, TrainStep, build_engine, uses_bf16
 from lmforge.pipeline.training.zero_state import adam_step, gather_full_state, restore_full_state
 from lmforge.tokenizer.dataset import TokenDataset
@@ -89,7 +90,8 @@ class WorkerRun:
         torch.manual_seed(self.cfg.seed)
         self.dataset = TokenDataset(job.data_dir, job.split, job.model.block_size)
         self.engine = build_engine(job.model, self.cfg, self.world, self.device)
-        self.train_step = TrainStep(self.engine, self.cfg, self.device, self.world)
+        self.times = StepTimes()
+        self.train_step = TrainStep(self.engine, self.cfg, self.device, self.world, self.times)
         self.state, self.resumed_from = self._restore()
         order = GlobalWindowOrder(len(self.dataset), self.cfg.seed)
         self.sampler = WindowSampler(
@@ -120,16 +122,19 @@ class WorkerRun:
         while self.state.step < cfg.max_steps:
             step = self.state.step
             torch.manual_seed(_step_seed(cfg.seed, step, self.rank))  # dropout masks
-            batches = [load_batch(self.dataset, ids) for ids in self.sampler.next_step()]
+            with self.times.part("data"):
+                batches = [load_batch(self.dataset, ids) for ids in self.sampler.next_step()]
             lr = learning_rate(step, cfg)
             result = self.train_step(batches, lr)
             self._advance(result)
             if self.job.fault is not None:
                 self.job.fault.maybe_fire(self.rank, self.state.step)
             if self.rank == 0 and cfg.log_every and self.state.step % cfg.log_every == 0:
-                self._log(result, lr)
+                with self.times.part("log"):
+                    self._log(result, lr)
             if cfg.checkpoint_every and self.state.step % cfg.checkpoint_every == 0:
-                self._checkpoint(final=self.state.step == cfg.max_steps)
+                with self.times.part("checkpoint"):
+                    self._checkpoint(final=self.state.step == cfg.max_steps)
         if self.written_step != self.state.step:
             self._checkpoint(final=True)
 
@@ -149,6 +154,7 @@ class WorkerRun:
     def _log(self, result: StepResult, lr: float) -> None:
         rate = self.meter.window_rate()
         mfu = model_flops_utilisation(rate, self.job.model, self.peak, self.world)
+        times = self.times.take()
         values = {
             "loss": result.loss,
             "lr": lr,
@@ -156,6 +162,7 @@ class WorkerRun:
             "tokens_per_s": rate,
             "tokens_seen": float(self.state.tokens_seen),
             "mfu": mfu,
+            **times,
         }
         if self.metrics_sink is not None:
             self.metrics_sink.log(self.state.step, values)
@@ -170,7 +177,7 @@ class WorkerRun:
             mfu=mfu,
             eta_s=eta,
         )
-        _say(line)
+        _say(f"{line} | {breakdown(times)}")
 
     def _checkpoint(self, *, final: bool) -> None:
         """Every worker gathers the full state; rank 0 writes it; every worker reports."""
@@ -207,6 +214,7 @@ class WorkerRun:
             "tokens": self.state.tokens_seen,
             "tokens_per_s": rate,
             "step_seconds": list(self.meter.durations),
+            **{f"time_{name}_s_total": sec for name, sec in self.times.totals.items()},
             "mfu": mfu,
             "peak_flops_per_worker": self.peak,
             "peak_flops_source": self.peak_source,

@@ -3,6 +3,9 @@ exactly what changed, and MLflow holds the lineage."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from cli_runner import lmforge, status, summary
 
@@ -37,6 +40,34 @@ def test_validation_perplexity_beats_initialisation_and_vocabulary_size(first_ru
     assert stats["val_perplexity"] < stats["unigram_perplexity"]
 
 
+def test_the_whole_validation_split_is_scored_with_an_interval_and_three_baselines(first_run):
+    workdir, _, _ = first_run
+    stats = summary(workdir, "perplexity")
+    assert stats["val_tokens_scored"] >= 25_000
+    assert stats["val_perplexity_ci_low"] < stats["val_perplexity"]
+    assert stats["val_perplexity"] < stats["val_perplexity_ci_high"]
+    assert stats["kn_trigram_perplexity"] < stats["bigram_perplexity"]
+    for baseline in ("unigram", "bigram", "kn_trigram"):
+        ratio = stats["val_perplexity"] / stats[f"{baseline}_perplexity"]
+        assert stats[f"{baseline}_ratio_ci_low"] < ratio < stats[f"{baseline}_ratio_ci_high"]
+
+
+def test_the_model_card_opens_with_the_comparison_and_completions(first_run):
+    workdir, _, states = first_run
+    card = (Path(states["report"]["artifact"]) / "model_card.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^## (.+)$", card, flags=re.MULTILINE)
+    assert sections[:3] == [
+        "How the model compares",
+        "Three completions (greedy)",
+        "What these figures do not show",
+    ]
+    assert "Kneser-Ney trigram" in card and "95% interval" in card
+    sample = summary(workdir, "sample")
+    for key in ("greedy_max_top_word_share", "greedy_max_word_4gram_count"):
+        assert key in sample
+    assert 0 < sample["top_p_word_distinct_2"] <= 1
+
+
 def test_mlflow_holds_one_parent_with_one_nested_run_per_stage(first_run):
     workdir, _, states = first_run
     mlflow = client(f"sqlite:///{workdir / 'mlflow.db'}")
@@ -57,6 +88,8 @@ def test_mlflow_holds_one_parent_with_one_nested_run_per_stage(first_run):
         assert run.data.tags["lmforge.cached"] == "false"
     assert by_stage["pretrain"].data.tags["lmforge.inputs"].count("=") == 2
     assert "loss" in by_stage["pretrain"].data.metrics
+    for part in ("compute", "comm", "optimizer", "data", "log", "checkpoint"):
+        assert f"time_{part}_s" in by_stage["pretrain"].data.metrics
     assert by_stage["clean"].inputs.dataset_inputs, "clean logs its dataset with log_input"
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmforge.model.perplexity import sliding_windows, token_nll
+from lmforge.model.perplexity import position_nll, sliding_windows, token_nll
 
 
 def test_one_window_equals_the_plain_forward_loss(make_model):
@@ -58,3 +58,17 @@ def test_sliding_window_total_matches_scoring_each_token_separately(make_model):
 def test_stride_larger_than_the_window_is_refused(make_model):
     with pytest.raises(ValueError, match="stride must be in"):
         token_nll(make_model(), torch.arange(10), block_size=8, stride=9)
+
+
+def test_position_losses_are_each_tokens_own_loss_in_stream_order(make_model):
+    model = make_model()
+    ids = torch.randint(0, 97, (45,))
+    losses = position_nll(model, ids, block_size=16, stride=6, batch_size=2)
+    assert losses.shape == (44,) and losses.dtype == torch.float64
+    for begin, end, done in sliding_windows(45, 16, 6):
+        for t in range(max(begin, done) + 1, end + 1):  # losses[t - 1] = -ln p(ids[t] | ...)
+            logits, _ = model(ids[None, begin:t])
+            own = -torch.log_softmax(logits[0, -1], dim=-1)[ids[t]].item()
+            assert math.isclose(losses[t - 1].item(), own, rel_tol=1e-5)
+    total, count = token_nll(model, ids, block_size=16, stride=6)
+    assert math.isclose(float(losses.sum()), total, rel_tol=1e-12) and count == 44

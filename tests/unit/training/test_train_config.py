@@ -38,7 +38,7 @@ def test_gradient_accumulation_fills_the_global_batch_for_any_worker_count():
         ({"zero_stage": 2, "offload_params": True}, "offload_params"),
         ({"schedule": "linear"}, "schedule"),
         ({"placement_strategy": "ANYWHERE"}, "placement_strategy"),
-        ({"precision": "bf16", "use_gpu": False}, "bf16"),
+        ({"precision": "fp16"}, "precision"),
         ({"lr": 1e-4, "min_lr": 1e-3}, "min_lr"),
         ({"max_steps": 0}, "max_steps"),
         ({"max_steps": True}, "max_steps"),

@@ -1,0 +1,108 @@
+"""The opening of the model card: how the model compares with each baseline, three completions,
+and what the figures do not show; built from the perplexity and sample stages' summaries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lmforge.pipeline.stages.model_card import Section
+
+BASELINES = (
+    ("unigram", "add-k unigram"),
+    ("bigram", "add-k bigram"),
+    ("kn_trigram", "interpolated Kneser-Ney trigram"),
+)
+
+NOT_SHOWN = [
+    "Perplexity is per token of this tokenizer: it compares only models that share it (bits per "
+    "byte compares across tokenizers).",
+    "The validation split is held-out documents of the training corpus: the figures measure fit "
+    "to that kind of text, not general language ability or usefulness on any task.",
+    "The intervals cover the choice of validation documents only (the ratios' are paired: model "
+    "and baseline on the same resampled documents), not the spread across training seeds or "
+    "data orders.",
+    "The completions answer a handful of prompts; the degeneracy figures screen for loops and "
+    "repeated words, not for fluency, correctness or truthfulness.",
+    "Minimal-pair accuracy rests on a small fixed set of pairs: one pair moves it by several "
+    "points.",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineComparison:
+    """The model's validation perplexity against one baseline's."""
+
+    name: str
+    baseline: float
+    """The baseline's validation perplexity."""
+    ratio: float
+    """Model perplexity / baseline perplexity (below 1: the model is better)."""
+    low: float
+    """Lower end of the 95% interval of the ratio."""
+    high: float
+    """Upper end of the 95% interval of the ratio."""
+
+    @property
+    def verdict(self) -> str:
+        """'beats' (whole interval below 1), 'does not beat' (whole interval at or above 1) or
+        'not distinguishable' (the interval holds 1)."""
+        if self.high < 1:
+            return "beats"
+        return "does not beat" if self.low >= 1 else "not distinguishable"
+
+
+def baseline_comparisons(ppl: dict) -> list[BaselineComparison]:
+    """One comparison per baseline the perplexity stage reported: the paired interval of the
+    ratio when given, else the model's own interval divided by the baseline's figure."""
+    model = ppl["val_perplexity"]
+    comparisons = []
+    for key, label in BASELINES:
+        baseline = ppl.get(f"{key}_perplexity")
+        if baseline is None:
+            continue
+        low = ppl.get(f"{key}_ratio_ci_low", ppl.get("val_perplexity_ci_low", model) / baseline)
+        high = ppl.get(f"{key}_ratio_ci_high", ppl.get("val_perplexity_ci_high", model) / baseline)
+        comparisons.append(BaselineComparison(label, baseline, model / baseline, low, high))
+    return comparisons
+
+
+def summary_sections(ppl: dict, sample_stats: dict, samples: list[dict]) -> list[Section]:
+    """The card's opening: verdicts against the baselines, three completions, what is not shown."""
+    model = ppl["val_perplexity"]
+    interval = ""
+    if "val_perplexity_ci_low" in ppl:
+        interval = (
+            f" (95% interval {ppl['val_perplexity_ci_low']:.1f} to "
+            f"{ppl['val_perplexity_ci_high']:.1f}, bootstrap over "
+            f"{ppl.get('val_documents_scored', '?')} documents)"
+        )
+    opening = (
+        f"Validation perplexity {model:.1f}{interval} over {ppl.get('val_tokens_scored', '?')} "
+        f"tokens; minimal-pair accuracy {ppl.get('minimal_pair_accuracy', float('nan')):.2f}. "
+        "Against the baselines (same tokenizer, same validation tokens):"
+    )
+    verdicts = [
+        f"{c.verdict} the {c.name}: its perplexity {c.baseline:.1f}, model/baseline "
+        f"{c.ratio:.2f} (95% interval {c.low:.2f} to {c.high:.2f})"
+        for c in baseline_comparisons(ppl)
+    ]
+    greedy = [s for s in samples if s.get("mode") == "greedy"] or samples
+    degeneracy = [
+        ("largest share of one word in a greedy completion", "greedy_max_top_word_share"),
+        (
+            "most occurrences of one word 4-gram in a greedy completion",
+            "greedy_max_word_4gram_count",
+        ),
+        ("distinct-2 over the pooled words of the top-p completions", "top_p_word_distinct_2"),
+    ]
+    return [
+        Section("How the model compares", paragraphs=[opening], bullets=verdicts),
+        Section(
+            "Three completions (greedy)",
+            bullets=[f"{s['prompt']} → {s['completion']!r}" for s in greedy[:3]],
+            table=[
+                (label, f"{sample_stats[k]:.3g}") for label, k in degeneracy if k in sample_stats
+            ],
+        ),
+        Section("What these figures do not show", bullets=NOT_SHOWN),
+    ]
