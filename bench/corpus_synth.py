@@ -5,15 +5,17 @@ standard-library docstrings, as `pipeline/sources/embedded.py` reads them), stru
 a length around `--words`, with one word in ten replaced by a word of the same vocabulary so that
 two documents drawn from the same sentences are still far apart (word-5-gram Jaccard ~0.2).
 Every block of 100 consecutive documents holds, in a seeded order, 5 exact copies and 20 near
-copies of earlier original documents (uniformly from all earlier blocks, so copies cross files);
-a near copy has words of its original replaced until the word-5-gram Jaccard of the two (the
-shingles of `data.dedup.near`, as the MinHash stage hashes them) lies in [0.7, 0.9].
+copies of original documents with a smaller index (their block drawn uniformly, so copies cross
+files); a near copy has words of its original replaced until the word-5-gram Jaccard of the two
+(the shingles of `data.dedup.near`, as the MinHash stage hashes them) lies in [0.7, 0.9]
+(quartiles about 0.73, 0.76, 0.81).
 
 Every document is a pure function of (seed, its index), so files can be written in parallel and
 the same seed gives the same bytes (for a given Python, whose documentation is the word source).
 Records are `{"id": "synth-0000000042", "text": ...}`; ids sort like indices, so the rule "keep
 the smallest id of a cluster" keeps the original. Beside the files, `planted.json` lists the
 planted pairs by index: `exact: [[copy, original], ...]`, `near: [[copy, original, jaccard], ...]`.
+Point `data.paths` at `DIR/*.jsonl.zst` (the whole DIR would read `planted.json` as a source).
 
     python bench/corpus_synth.py --docs 1000000 --files 16 --out DIR [--seed 0] [--words 32]
         [--workers 2]
