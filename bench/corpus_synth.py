@@ -116,34 +116,55 @@ def original_text(seed: int, index: int, words: int) -> str:
     return " ".join(out)
 
 
+@lru_cache(maxsize=1 << 16)
+def _token_words(token: str) -> tuple[int, ...]:
+    """The words near-dedup sees in one whitespace token, each as its 1-word shingle hash."""
+    return tuple(shingle_hashes(token, 1).tolist())
+
+
+def _shingle_set(tokens: list[str]) -> set[tuple[int, ...]]:
+    """Word 5-grams of the tokens; the same sets (up to hash collisions) as `shingle_hashes`."""
+    words = [w for token in tokens for w in _token_words(token)]
+    return {tuple(words[i : i + SHINGLE_WORDS]) for i in range(len(words) - SHINGLE_WORDS + 1)}
+
+
+def _replace_words(
+    words: list[str], base: set, floor: float, target: float, rng: random.Random
+) -> float | None:
+    """Replace words of `words` in place, at shuffled positions, undoing any replacement that
+    takes the Jaccard with `base` below `floor`; the Jaccard once at or below `target`, or None."""
+    vocabulary = word_pools()[1]
+    positions = list(range(len(words)))
+    rng.shuffle(positions)
+    for position in positions:
+        kept = words[position]
+        words[position] = vocabulary[rng.randrange(len(vocabulary))]
+        now = _shingle_set(words)
+        similarity = len(base & now) / len(base | now)
+        if similarity < floor:
+            words[position] = kept
+        elif similarity <= target:
+            return similarity
+    return None
+
+
 def near_copy(text: str, rng: random.Random) -> tuple[str, float]:
     """`text` with words replaced, one at a time, until its Jaccard with `text` reaches a random
     target in [0.72, 0.88]. A replacement that would overshoot the target by more than 0.03 is
     undone and another position tried (replacements near the ends change fewer shingles); a
     second pass accepts anything down to 0.7."""
     low, high = NEAR_JACCARD
-    vocabulary = word_pools()[1]
     target = rng.uniform(low + 0.02, high - 0.02)
-    base = set(shingle_hashes(text, SHINGLE_WORDS).tolist())
     words = text.split(" ")
-    similarity = 1.0
+    base = _shingle_set(words)
     for floor in (max(low, target - 0.03), low):
-        positions = list(range(len(words)))
-        rng.shuffle(positions)
-        for position in positions:
-            kept = words[position]
-            words[position] = vocabulary[rng.randrange(len(vocabulary))]
-            now = set(shingle_hashes(" ".join(words), SHINGLE_WORDS).tolist())
-            candidate = len(base & now) / len(base | now)
-            if candidate < floor:
-                words[position] = kept
-                continue
-            similarity = candidate
-            if similarity <= target:
-                return " ".join(words), similarity
+        if _replace_words(words, base, floor, target, rng) is not None:
+            break
+    copy = " ".join(words)
+    similarity = jaccard(text, copy)
     if not low <= similarity <= high:
         raise RuntimeError(f"near copy stuck at Jaccard {similarity:.3f}; use longer documents")
-    return " ".join(words), similarity
+    return copy, similarity
 
 
 def document(seed: int, index: int, words: int) -> tuple[str, tuple | None]:
