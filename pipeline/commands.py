@@ -169,11 +169,11 @@ def eval_perplexity(args: argparse.Namespace, config: dict) -> int:
     trained = TrainedModel(
         _artifact(config, args.run, "pretrain"), _artifact(config, args.run, "train_tokenizer")
     )
-    field = config["data"]["text_field"]
+    field, max_mb = config["data"]["text_field"], config["data"]["max_text_file_mb"]
     texts = (
         doc.text
         for path in expand_paths(args.data)
-        for doc in read_source(path, field)
+        for doc in read_source(path, field, max_mb)
         if isinstance(doc.text, str)
     )
     score = score_documents(trained, texts, args.stride)

@@ -54,6 +54,8 @@ class DataConfig:
     "Stop after this many documents read (0 = no cap)."
     on_error: Literal["fail", "skip"] = "fail"
     "A file that cannot be read: fail the stage (default) or skip it and count it."
+    max_text_file_mb: float = 64.0
+    "Largest plain-text file (one document, read whole); a bigger one fails or is skipped."
     filters: FilterChainConfig = field(default_factory=FilterChainConfig)
     "The cleaning chain, in order; each step has an `enabled` switch."
     dedup: DedupConfig = field(default_factory=DedupConfig)
@@ -66,3 +68,5 @@ class DataConfig:
             raise ValueError(f"data.val_fraction must be in (0, 1), got {self.val_fraction}")
         if self.docs_per_shard <= 0 or self.partition_docs <= 0 or self.max_shard_mb <= 0:
             raise ValueError("data.docs_per_shard, partition_docs and max_shard_mb must be > 0")
+        if self.max_text_file_mb <= 0:
+            raise ValueError("data.max_text_file_mb must be > 0")

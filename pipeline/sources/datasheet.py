@@ -52,7 +52,8 @@ def write_datasheet(path: Path, cfg: DataConfig, summary: dict) -> None:
         f"- documents read: {summary['docs_in']}",
         f"- documents kept: {summary['docs_out']} (train {summary['train_docs']}, "
         f"val {summary['val_docs']}); split by hash of the id, val share {cfg.val_fraction}",
-        f"- files skipped: {summary['files_skipped']}",
+        f"- files skipped: {summary['files_skipped']} (the documents read before a file broke "
+        f"part-way are kept: {summary.get('docs_before_file_errors', 0)})",
         f"- canary documents planted: {summary['canary_docs']}",
         "## Filters (in chain order)",
         "| step | docs in | docs out | removed | removal rate |",

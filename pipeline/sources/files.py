@@ -1,8 +1,12 @@
 """Reading documents from the user's files: text, JSONL/JSON, Parquet, `datasets` datasets.
 
-Everything streams (a corpus never has to fit in memory). Every document gets a stable id
-(`<file>#<line or row>` unless the record has its own id), its source and its metadata. A file that
-cannot be read raises `SourceError` naming the file and the cause.
+Everything streams (a corpus never has to fit in memory): JSONL also when gzip- or
+zstd-compressed (`.jsonl.gz`, `.jsonl.zst`, `.json.gz`, `.ndjson.zst`...). A plain-text file is
+one document and is read whole, so it has a size limit (`max_text_mb`). Every document gets a
+stable id (`<file>#<line or row>` unless the record has its own id; a compressed file's line
+numbers are those of its decompressed text), its source and its metadata. A file that cannot be
+read raises `SourceError` naming the file and the cause; a file that breaks part-way (a bad line,
+a truncated or corrupt compressed stream) raises it where it breaks, after the documents before.
 """
 
 from __future__ import annotations
@@ -14,11 +18,14 @@ from pathlib import Path
 
 from lmforge.pipeline.errors import LmforgeError
 from lmforge.pipeline.filters.document import Document
+from lmforge.pipeline.sources.compressed import COMPRESSIONS, open_binary, split_compression
 
 TEXT_SUFFIXES = {".txt", ".md", ".text"}
 JSON_SUFFIXES = {".jsonl", ".json", ".ndjson"}
 PARQUET_SUFFIXES = {".parquet"}
 HF_PREFIX = "hf:"
+MAX_TEXT_MB = 64.0
+"""Default size limit of a plain-text file (one document, read whole)."""
 
 
 class SourceError(LmforgeError):
@@ -44,23 +51,38 @@ def expand_paths(patterns: list[str]) -> list[str]:
     return found
 
 
-def read_source(path: str, text_field: str = "text") -> Iterator[Document]:
+def read_source(
+    path: str, text_field: str = "text", max_text_mb: float = MAX_TEXT_MB
+) -> Iterator[Document]:
     """The documents of one file or `hf:` dataset."""
     if path.startswith(HF_PREFIX):
         yield from _read_hf(path[len(HF_PREFIX) :], text_field)
         return
-    suffix = Path(path).suffix.lower()
+    suffix, codec = split_compression(path)
     if suffix in JSON_SUFFIXES:
-        yield from _read_jsonl(Path(path), text_field)
+        yield from _read_jsonl(Path(path), text_field, codec)
+    elif codec is not None:
+        raise SourceError(
+            f"{path}: compressed files are read as JSONL only ("
+            + ", ".join(f"*{j}{c}" for j in sorted(JSON_SUFFIXES) for c in sorted(COMPRESSIONS))
+            + "); decompress it or convert it to JSONL"
+        )
     elif suffix in PARQUET_SUFFIXES:
         yield from _read_parquet(Path(path), text_field)
     else:
-        yield from _read_text(Path(path))
+        yield from _read_text(Path(path), max_text_mb)
 
 
-def _read_text(path: Path) -> Iterator[Document]:
+def _read_text(path: Path, max_mb: float) -> Iterator[Document]:
     """A text file is one document; undecodable bytes go to the normaliser as bytes."""
     try:
+        size = path.stat().st_size
+        if size > max_mb * 1e6:
+            raise SourceError(
+                f"{path} is {size / 1e6:.1f} MB, over data.max_text_file_mb={max_mb:g} for a "
+                "text file (one document, read whole); split it into JSONL documents, raise "
+                "the limit or set data.on_error=skip"
+            )
         raw = path.read_bytes()
     except OSError as exc:
         raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from exc
@@ -75,11 +97,15 @@ def _read_text(path: Path) -> Iterator[Document]:
     yield Document(id=str(path), text=text, source=str(path), meta={})  # type: ignore[arg-type]
 
 
-def _read_jsonl(path: Path, text_field: str) -> Iterator[Document]:
+def _read_jsonl(path: Path, text_field: str, codec: str | None) -> Iterator[Document]:
     if not path.is_file():
         raise SourceError(f"cannot read {path}: no such file")
-    with open(path, "rb") as handle:
-        for number, line in enumerate(handle, start=1):
+    try:
+        handle = open_binary(path, codec)
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    with handle:
+        for number, line in _numbered_lines(handle, path, codec):
             if not line.strip():
                 continue
             try:
@@ -93,6 +119,22 @@ def _read_jsonl(path: Path, text_field: str) -> Iterator[Document]:
             yield Document(
                 id=doc_id, text=_undecoded(str(record[text_field])), source=str(path), meta=meta
             )
+
+
+def _numbered_lines(
+    handle: Iterator[bytes], path: Path, codec: str | None
+) -> Iterator[tuple[int, bytes]]:
+    """(line number, line); a stream that breaks is named with the line where it broke."""
+    number = 0
+    try:
+        for number, line in enumerate(handle, start=1):
+            yield number, line
+    except OSError as exc:
+        what = f"corrupt or truncated {codec} file" if codec else "read error"
+        raise SourceError(
+            f"{path}: {what}, broken at line {number + 1} ({exc}); replace the file or set "
+            "data.on_error=skip"
+        ) from exc
 
 
 def _undecoded(text: str) -> str | bytes:

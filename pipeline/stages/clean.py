@@ -34,18 +34,27 @@ def parse(sections: dict) -> DataConfig:
 
 
 def iter_documents(cfg: DataConfig, counts: Counter) -> Iterator[Document]:
-    """All documents of all sources; unreadable files fail or are skipped per data.on_error."""
+    """All documents of all sources; unreadable files fail or are skipped per data.on_error.
+
+    A file that breaks part-way (a bad line, a truncated or corrupt compressed stream) is skipped
+    from where it breaks: the complete documents read before stay in the corpus (reading
+    streams, nothing is held back to be undone) and are counted in `docs_before_file_errors`.
+    """
     if not cfg.paths:
         yield from embedded_documents()
         return
     for path in expand_paths(cfg.paths):
+        read = 0
         try:
-            yield from read_source(path, cfg.text_field)
+            for doc in read_source(path, cfg.text_field, cfg.max_text_file_mb):
+                read += 1
+                yield doc
         except SourceError as exc:
             if cfg.on_error == "fail":
                 raise
             log.warning("skipping a source: %s", exc)
             counts["files_skipped"] += 1
+            counts["docs_before_file_errors"] += read
 
 
 def partitions(cfg: DataConfig, counts: Counter) -> Iterator[list[Document]]:
@@ -161,6 +170,7 @@ def clean(ctx: StageContext) -> dict:
         "train_docs": rows["train"],
         "val_docs": rows["val"],
         "files_skipped": counts["files_skipped"],
+        "docs_before_file_errors": counts["docs_before_file_errors"],
         "canary_docs": canary_docs,
         "dropped_by_reason": reasons,
         "dedup_index_bytes_per_doc": 8

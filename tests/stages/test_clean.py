@@ -22,6 +22,18 @@ def write_jsonl(path, texts):
     return path
 
 
+def truncated(codec: str, texts: list[str], keep: float) -> bytes:
+    """`texts` as compressed JSONL (ids cut0, cut1...), cut after `keep` of its bytes."""
+    import pyarrow as pa
+
+    data = "".join(json.dumps({"id": f"cut{i}", "text": t}) + "\n" for i, t in enumerate(texts))
+    sink = pa.BufferOutputStream()
+    with pa.CompressedOutputStream(sink, codec) as out:
+        out.write(data.encode("utf-8"))
+    whole = sink.getvalue().to_pybytes()
+    return whole[: int(len(whole) * keep)]
+
+
 @pytest.fixture
 def good_jsonl(tmp_path):
     return write_jsonl(tmp_path / "good.jsonl", TOPICS[:50])
@@ -39,6 +51,9 @@ def paths(*files):
         ("binary.txt", b"\x7fELF\x00\x00\x01\x02" * 100, "looks binary"),
         ("corrupt.parquet", b"PAR1 this is not parquet", "corrupt or unreadable Parquet"),
         ("broken.jsonl", b'{"text": "ok"}\n{"text": oops\n', "not valid JSON"),
+        ("cut.jsonl.zst", truncated("zstd", TOPICS[60:70], 0.9), "corrupt or truncated zstd"),
+        ("cut.jsonl.gz", truncated("gzip", TOPICS[60:70], 0.9), "corrupt or truncated gzip"),
+        ("big.txt", b"word " * 300_000, "over data.max_text_file_mb=1"),
     ],
 )
 def test_a_bad_file_fails_the_stage_naming_it_and_commits_nothing(
@@ -47,7 +62,7 @@ def test_a_bad_file_fails_the_stage_naming_it_and_commits_nothing(
     bad = tmp_path / name
     bad.write_bytes(content)
     with pytest.raises(SourceError, match=cause) as info:
-        run_stage("clean", [*paths(good_jsonl, bad)])
+        run_stage("clean", [*paths(good_jsonl, bad), "data.max_text_file_mb=1"])
     assert name in str(info.value)
     assert not list((tmp_path / "store").rglob("*.parquet"))
 
@@ -66,6 +81,34 @@ def test_with_on_error_skip_bad_files_are_skipped_and_counted(run_stage, tmp_pat
     )
     assert summary["files_skipped"] == 2
     assert summary["docs_out"] > 0
+
+
+def test_with_on_error_skip_a_file_broken_part_way_keeps_the_documents_before(
+    run_stage, tmp_path, good_jsonl
+):
+    from lmforge.pipeline.sources.files import read_source
+
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(truncated("gzip", [t * 40 for t in TOPICS[60:80]], 0.6))
+    before = []
+    with pytest.raises(SourceError):
+        before.extend(d.id for d in read_source(str(cut)))
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"word " * 300_000)
+    artifact, summary = run_stage(
+        "clean", [*paths(good_jsonl, cut, big), "data.on_error=skip", "data.max_text_file_mb=1"]
+    )
+    assert summary["files_skipped"] == 2
+    assert 0 < summary["docs_before_file_errors"] == len(before) < 20
+    assert summary["docs_in"] == 50 + len(before)
+    excluded = pq.read_table(artifact / "excluded.parquet").to_pylist()
+    kept = {r["id"] for p in artifact.glob("*-*.parquet") for r in pq.read_table(p).to_pylist()}
+    duplicates = {r["id"] for r in pq.read_table(artifact / "duplicates.parquet").to_pylist()}
+    assert set(before) <= kept | {r["id"] for r in excluded} | duplicates
+    assert (
+        "documents read before a file broke part-way are kept: "
+        in (artifact / "datasheet.md").read_text()
+    )
 
 
 def test_invalid_utf8_is_repaired_or_dropped_and_counted(run_stage, tmp_path, good_jsonl):
