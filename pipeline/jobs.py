@@ -181,6 +181,7 @@ def pipeline_entrypoint(args: argparse.Namespace) -> str:
             raise LmforgeError("--downstream only goes with --rerun STAGE")
         command += ["run", *args.overrides]
         command += ["--until", args.until] if args.until else []
+    command += ["--verify"] if getattr(args, "verify", False) else []
     command += ["--ray-address", "auto"]
     return shlex.join(command)
 
@@ -245,6 +246,7 @@ def rerun_as_submit(args: argparse.Namespace) -> argparse.Namespace:
         address=args.address,
         rerun=args.stage,
         downstream=args.downstream,
+        verify=getattr(args, "verify", False),
         until=None,
         overrides=list(args.overrides),
         no_wait=getattr(args, "no_wait", False),
