@@ -49,6 +49,7 @@ def register(sub, with_overrides) -> None:
     submit.add_argument("--until", metavar="STAGE", help="stop after STAGE")
     submit.add_argument("--rerun", metavar="STAGE", help="submit `lmforge rerun STAGE` instead")
     submit.add_argument("--downstream", action="store_true", help="with --rerun: descendants too")
+    submit.add_argument("--verify", action="store_true", help="check sha256 of cached files")
     submit.add_argument("--no-wait", action="store_true", help="print the job id and return")
     submit.add_argument("--image", help="container image with lmforge installed (image_uri)")
     submit.add_argument("--job-id", help="submission id (default: lmforge-<time>-<random>)")
@@ -181,7 +182,7 @@ def pipeline_entrypoint(args: argparse.Namespace) -> str:
             raise LmforgeError("--downstream only goes with --rerun STAGE")
         command += ["run", *args.overrides]
         command += ["--until", args.until] if args.until else []
-    command += ["--verify"] if getattr(args, "verify", False) else []
+    command += ["--verify"] if args.verify else []
     command += ["--ray-address", "auto"]
     return shlex.join(command)
 
@@ -246,7 +247,7 @@ def rerun_as_submit(args: argparse.Namespace) -> argparse.Namespace:
         address=args.address,
         rerun=args.stage,
         downstream=args.downstream,
-        verify=getattr(args, "verify", False),
+        verify=args.verify,
         until=None,
         overrides=list(args.overrides),
         no_wait=getattr(args, "no_wait", False),
