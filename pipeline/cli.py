@@ -1,7 +1,7 @@
 """The `lmforge` command line (see README.md).
 
-lmforge run [--until STAGE] [preset=tiny] [workdir=DIR] [key=value ...]
-lmforge rerun STAGE [--downstream] [key=value ...]
+lmforge run [--until STAGE] [--verify] [preset=tiny] [workdir=DIR] [key=value ...]
+lmforge rerun STAGE [--downstream] [--verify] [key=value ...]
 lmforge status [--json] [--run ID]
 lmforge dag | ui | sample "PROMPT" | tokenize-text "TEXT"
 """
@@ -25,6 +25,9 @@ EXTENSION_MODULES = ("lmforge.pipeline.jobs",)
 `handler` default is `fn(args, config) -> int`."""
 
 
+VERIFY_HELP = "check the sha256 of every cached file before reusing it (sizes are always checked)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lmforge", description="Raw text to an evaluated LM.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -36,10 +39,12 @@ def _parser() -> argparse.ArgumentParser:
 
     run = with_overrides(sub.add_parser("run", help="run the pipeline, reusing cached stages"))
     run.add_argument("--until", metavar="STAGE", help="stop after STAGE")
+    run.add_argument("--verify", action="store_true", help=VERIFY_HELP)
     rerun = sub.add_parser("rerun", help="recompute STAGE even if cached")
     rerun.add_argument("stage")
     with_overrides(rerun)
     rerun.add_argument("--downstream", action="store_true", help="also recompute its descendants")
+    rerun.add_argument("--verify", action="store_true", help=VERIFY_HELP)
     rerun.add_argument("--address", help="submit the rerun as a Ray Job (http://HEAD:8265)")
     rerun.add_argument("--no-wait", action="store_true", help="with --address: do not follow logs")
     status = with_overrides(sub.add_parser("status", help="state of the latest pipeline run"))

@@ -34,13 +34,18 @@ def _finish(record: PipelineRecord, workdir: Workdir, config: dict) -> int:
 
 
 def run(args: argparse.Namespace, config: dict) -> int:
-    record = run_pipeline(RunRequest(config=config, command="run", until=args.until))
+    request = RunRequest(config=config, command="run", until=args.until, verify=args.verify)
+    record = run_pipeline(request)
     return _finish(record, _workdir(config), config)
 
 
 def rerun(args: argparse.Namespace, config: dict) -> int:
     request = RunRequest(
-        config=config, command=f"rerun {args.stage}", rerun=args.stage, downstream=args.downstream
+        config=config,
+        command=f"rerun {args.stage}",
+        rerun=args.stage,
+        downstream=args.downstream,
+        verify=args.verify,
     )
     return _finish(run_pipeline(request), _workdir(config), config)
 

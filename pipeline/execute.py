@@ -1,7 +1,10 @@
 """Running one stage inside a Ray worker: temporary directory, stage function, atomic commit.
 
 The driver creates the stage's MLflow run; this code writes to it and sets its final status
-(FINISHED or FAILED) itself, so a stage that raised never shows as finished.
+(FINISHED or FAILED) itself, so a stage that raised never shows as finished. Once the artifact is
+committed the stage has succeeded: a tracking failure after that is retried and, if it persists,
+returned as a warning (the run is closed FINISHED later), never turned into a FAILED run beside a
+committed artifact.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import json
 import logging
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,15 +95,6 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             "duration_s": round(finished - started, 3),
         }
         final = store.commit(tmp, task.stage, task.key, manifest)
-        numeric = {
-            k: v
-            for k, v in summary.items()
-            if isinstance(v, int | float) and not isinstance(v, bool)
-        }
-        tracker.log_metrics(numeric)
-        tracker.log_artifact(store.materialize(task.stage, task.key) / MANIFEST)
-        tracker.terminate("FINISHED")
-        return {"artifact": str(final), "summary": summary, "duration_s": finished - started}
     except BaseException as exc:
         store.abort(tmp)
         try:
@@ -111,3 +106,44 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
                 "could not mark run FAILED:\n%s", traceback.format_exc()
             )
         raise
+    warning = _close_run(
+        tracker, summary, lambda: store.materialize(task.stage, task.key) / MANIFEST
+    )
+    return {
+        "artifact": str(final),
+        "summary": summary,
+        "duration_s": finished - started,
+        "warning": warning,
+    }
+
+
+CLOSE_RETRY_DELAYS_S = (0.5, 2.0, 5.0)
+"""Pauses between attempts to record a committed stage's metrics and close its run."""
+
+
+def _close_run(
+    tracker: RunTracker, summary: dict[str, Any], manifest_file: Callable[[], Path]
+) -> str | None:
+    """Log metrics and the manifest, then mark the run FINISHED; None, or what failed."""
+    numeric = {
+        k: v for k, v in summary.items() if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+    steps = {
+        "log metrics": lambda: tracker.log_metrics(numeric),
+        "log the manifest": lambda: tracker.log_artifact(manifest_file()),
+        "mark the run FINISHED": lambda: tracker.terminate("FINISHED"),
+    }
+    failures = []
+    for what, step in steps.items():
+        for delay in (*CLOSE_RETRY_DELAYS_S, None):
+            try:
+                step()
+                break
+            except Exception as exc:  # a tracking hiccup: the artifact is committed all the same
+                if delay is None:
+                    failures.append(f"could not {what} ({type(exc).__name__}: {exc})"[:300])
+                else:
+                    time.sleep(delay)
+    if not failures:
+        return None
+    return "artifact committed, but MLflow failed: " + "; ".join(failures)

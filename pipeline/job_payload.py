@@ -66,6 +66,7 @@ def pipeline_entrypoint(args: argparse.Namespace, overrides: list[str] | None = 
             raise LmforgeError("--downstream only goes with --rerun STAGE")
         command += ["run", *overrides]
         command += ["--until", args.until] if args.until else []
+    command += ["--verify"] if getattr(args, "verify", False) else []
     command += ["--ray-address", "auto"]
     return shlex.join(command)
 

@@ -44,6 +44,7 @@ def register(sub, with_overrides) -> None:
     submit.add_argument("--until", metavar="STAGE", help="stop after STAGE")
     submit.add_argument("--rerun", metavar="STAGE", help="submit `lmforge rerun STAGE` instead")
     submit.add_argument("--downstream", action="store_true", help="with --rerun: descendants too")
+    submit.add_argument("--verify", action="store_true", help="check sha256 of cached files")
     submit.add_argument("--no-wait", action="store_true", help="print the job id and return")
     submit.add_argument("--image", help="container image with lmforge installed (image_uri)")
     submit.add_argument("--job-id", help="submission id (default: lmforge-<time>-<random>)")
@@ -199,6 +200,7 @@ def rerun_as_submit(args: argparse.Namespace) -> argparse.Namespace:
         address=args.address,
         rerun=args.stage,
         downstream=args.downstream,
+        verify=args.verify,
         until=None,
         overrides=list(args.overrides),
         no_wait=getattr(args, "no_wait", False),

@@ -1,10 +1,15 @@
 """Planning a pipeline run: typed configs, cache keys and what runs vs. what is cached.
 
-Everything here happens before any stage starts, so a bad key or value fails early.
+Everything here happens before any stage starts, so a bad key or value fails early. A cached
+artifact counts only if its files match its manifest (sizes always; sha256 with `verify`, or for
+files changed after the manifest); a damaged one is reported in one warning line and recomputed,
+and the commit keeps the damaged copy under `.replaced/`. Recomputing does not change its key, so
+cached descendants stay valid.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +18,8 @@ from lmforge.pipeline.dag import Dag
 from lmforge.pipeline.errors import ConfigError, LmforgeError
 from lmforge.pipeline.keys import cache_key
 from lmforge.pipeline.store import ArtifactStore
+
+log = logging.getLogger("lmforge")
 
 
 @dataclass(slots=True)
@@ -43,6 +50,7 @@ def make_plan(
     *,
     until: str | None = None,
     force: set[str] | frozenset[str] = frozenset(),
+    verify: bool = False,
 ) -> Plan:
     """Keys for the selected stages and, for each, whether its artifact is already committed."""
     order = dag.upto(until) if until else list(dag.order)
@@ -58,10 +66,27 @@ def make_plan(
             raise ConfigError(f"bad config for stage {name!r}: {exc}") from exc
         input_keys = {upstream: plan.stages[upstream].key for upstream in spec.inputs}
         key = cache_key(name, spec.version, sections, input_keys)
-        try:
-            cached = store.exists(name, key)
-        except LmforgeError:
-            cached = False  # a corrupt manifest counts as absent; the stage recomputes
-        action = "run" if name in force or not cached else "cached"
+        cached = name not in force and _usable(store, name, key, verify)
+        action = "cached" if cached else "run"
         plan.stages[name] = StagePlan(name, key, sections, typed, input_keys, action)
     return plan
+
+
+def _usable(store: ArtifactStore, name: str, key: str, verify: bool) -> bool:
+    """Whether the committed artifact of `name` can be reused; warns when it is damaged."""
+    try:
+        if not store.exists(name, key):
+            return False
+        problem = store.verify(name, key, full=verify)
+    except LmforgeError as exc:
+        problem = str(exc)
+    if problem:
+        log.warning(
+            "lmforge: warning: cached %s artifact %s is corrupt (%s); recomputing it, the damaged "
+            "copy is kept under %s/.replaced/",
+            name,
+            store.path(name, key),
+            problem,
+            name,
+        )
+    return problem is None

@@ -27,6 +27,7 @@ class StageRecord:
     mlflow_run_id: str | None = None
     duration_s: float | None = None
     error: str | None = None
+    warning: str | None = None
 
 
 @dataclass(slots=True)

@@ -4,8 +4,11 @@ Same contract as the local store: a stage writes into a local temporary director
 uploads every file under `<uri>/<stage>/<key>/` and writes `manifest.json` last, so a reader that
 sees a manifest sees a complete artifact (objects without one are ignored). Inputs are
 materialised into a local cache on the node that runs a stage, since stages read files with
-numpy memory maps and pyarrow. Credentials come from the environment (`AWS_ACCESS_KEY_ID`,
-`AWS_SECRET_ACCESS_KEY`, `AWS_ENDPOINT_URL` for S3-compatible servers), never from config.
+numpy memory maps and pyarrow. Manifest entries are untrusted: a path that could land outside the
+cache is refused, and every downloaded file is checked against its size and sha256 while it
+streams in; only a complete, verified copy is renamed into the cache. Credentials come from the
+environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_ENDPOINT_URL` for S3-compatible
+servers), never from config.
 """
 
 from __future__ import annotations
@@ -18,7 +21,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from lmforge.pipeline import temporaries
+from lmforge.pipeline.durable import fsync_tree
 from lmforge.pipeline.errors import ArtifactError, LmforgeError
+from lmforge.pipeline.integrity import (
+    check_local_files,
+    copy_verified,
+    manifest_entries,
+    size_problem,
+    stream_sha256,
+)
 from lmforge.pipeline.store import MANIFEST, describe_files
 
 
@@ -74,17 +86,52 @@ class RemoteArtifactStore:
     def exists(self, stage: str, key: str) -> bool:
         return self.manifest(stage, key) is not None
 
+    def verify(self, stage: str, key: str, *, full: bool = False) -> str | None:
+        """None when the bucket holds every file of the manifest, else what is wrong.
+
+        Sizes come from one listing of the artifact's prefix; sha256 (streamed, nothing
+        written) only with `full`.
+        """
+        import pyarrow.fs as pafs
+
+        manifest = self.manifest(stage, key)
+        if manifest is None:
+            return "no manifest"
+        prefix = self._key(stage, key)
+        try:
+            entries = manifest_entries(self.path(stage, key), manifest)
+        except ArtifactError as exc:
+            return str(exc)
+        try:
+            listing = self.fs.get_file_info(pafs.FileSelector(prefix, recursive=True))
+            sizes = {i.path[len(prefix) + 1 :]: i.size for i in listing if i.is_file}
+            for rel, entry in entries:
+                problem = size_problem(rel, sizes.get(str(rel)), entry)
+                if problem is None and full:
+                    with self.fs.open_input_stream(self._key(stage, key, str(rel))) as src:
+                        if stream_sha256(src)[0] != entry["sha256"]:
+                            problem = f"{rel} does not match its sha256 in the manifest"
+                if problem:
+                    return problem
+        except OSError as exc:
+            raise ArtifactError(f"cannot check {self.path(stage, key)}: {exc}") from exc
+        return None
+
     def begin(self, stage: str, key: str) -> Path:
         tmp = self.cache_dir / ".staging" / stage / f"{key}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir(parents=True)
+        temporaries.claim(tmp)
         return tmp
 
     def commit(self, tmp: Path, stage: str, key: str, manifest: dict[str, Any]) -> str:
         """Upload the files, then the manifest; an earlier artifact is kept under .replaced/."""
-        if self.exists(stage, key):
+        import pyarrow.fs as pafs
+
+        if self.fs.get_file_info(self._key(stage, key, MANIFEST)).type == pafs.FileType.File:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             self._copy_tree(self._key(stage, key), self._key(stage, ".replaced", f"{key}-{stamp}"))
             self.fs.delete_file(self._key(stage, key, MANIFEST))
+        temporaries.release(tmp)
         manifest = dict(manifest, files=describe_files(tmp))
         for entry in manifest["files"]:
             self._upload(tmp / entry["path"], self._key(stage, key, entry["path"]))
@@ -98,39 +145,69 @@ class RemoteArtifactStore:
     def abort(self, tmp: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    def sweep_temporaries(self, older_than_s: float = 0.0) -> int:
+    def sweep_temporaries(self) -> int:
+        """Remove staging directories whose owner is dead (see `temporaries`); how many."""
         staging = self.cache_dir / ".staging"
-        removed = len(list(staging.glob("*/*"))) if staging.is_dir() else 0
-        shutil.rmtree(staging, ignore_errors=True)
-        return removed
+        if not staging.is_dir():
+            return 0
+        return temporaries.sweep([*staging.glob("*/*"), *staging.glob("download-*")])
 
     def local_path(self, stage: str, key: str) -> Path:
         """Where a committed artifact is readable on this node (the local cache)."""
         return self.cache_dir / stage / key
 
     def materialize(self, stage: str, key: str) -> Path:
-        """A local copy of a committed artifact (downloaded once per node, atomically)."""
+        """A local copy of a committed artifact, downloaded once per node, verified, atomically.
+
+        A cached copy whose sizes disagree with its manifest is set aside and downloaded again.
+        """
         local = self.cache_dir / stage / key
         if (local / MANIFEST).is_file():
-            return local
+            manifest = json.loads((local / MANIFEST).read_text(encoding="utf-8"))
+            if check_local_files(local, manifest, full=False) is None:
+                return local
+            self._set_aside(local)
         manifest = self.manifest(stage, key)
         if manifest is None:
             raise ArtifactError(
                 f"{self.path(stage, key)} has no manifest: not a committed artifact"
             )
+        entries = manifest_entries(self.path(stage, key), manifest)
         tmp = self.cache_dir / ".staging" / f"download-{uuid.uuid4().hex[:8]}"
-        for entry in manifest["files"]:
-            target = tmp / entry["path"]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with self.fs.open_input_stream(self._key(stage, key, entry["path"])) as src:
-                target.write_bytes(src.read())
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        tmp.mkdir(parents=True)
+        try:
+            temporaries.claim(tmp)
+            for rel, entry in entries:
+                target = tmp / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with self.fs.open_input_stream(self._key(stage, key, str(rel))) as src:
+                    copy_verified(src, target, rel, entry)
+            temporaries.release(tmp)
+            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+            fsync_tree(tmp)
+        except ArtifactError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise ArtifactError(
+                f"artifact {self.path(stage, key)} is corrupt in the store: {exc}; "
+                f"recompute it with `lmforge rerun {stage}`"
+            ) from exc
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         local.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.replace(tmp, local)
         except OSError:  # another task on this node won the race: its copy is as good
             shutil.rmtree(tmp, ignore_errors=True)
         return local
+
+    def _set_aside(self, local: Path) -> None:
+        """Move a damaged cached copy to `.corrupt/` (kept for inspection, never used)."""
+        aside = (
+            self.cache_dir / ".corrupt" / f"{local.parent.name}-{local.name}-{uuid.uuid4().hex[:6]}"
+        )
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(local, aside)
 
     def _cache(self, tmp: Path, stage: str, key: str) -> None:
         local = self.cache_dir / stage / key

@@ -19,6 +19,7 @@ from lmforge.pipeline.redaction import redact_text
 from lmforge.pipeline.store import open_store
 from lmforge.pipeline.tracking import (
     client,
+    close_producing_run,
     default_artifact_location,
     ensure_experiment,
     mark_stale_runs_killed,
@@ -39,6 +40,8 @@ class RunRequest:
     until: str | None = None
     rerun: str | None = None
     downstream: bool = False
+    verify: bool = False
+    """Check the sha256 of every file of every cache hit, not only sizes."""
 
 
 def plan_for(request: RunRequest) -> tuple[Dag, Plan, Workdir]:
@@ -53,7 +56,9 @@ def plan_for(request: RunRequest) -> tuple[Dag, Plan, Workdir]:
             force |= dag.descendants(request.rerun)
     store = open_store(request.config["cluster"].get("store_uri"), workdir.root)
     store.check()
-    plan = make_plan(dag, request.config, store, until=request.until, force=force)
+    plan = make_plan(
+        dag, request.config, store, until=request.until, force=force, verify=request.verify
+    )
     return dag, plan, workdir
 
 
@@ -176,7 +181,10 @@ class _Driver:
     def _reuse(self, name: str) -> None:
         key = self.plan.stages[name].key
         manifest = self.store.manifest(name, key) or {}
-        run_id = self._child_run(name, cached=True, source_run_id=manifest.get("mlflow_run_id"))
+        source = manifest.get("mlflow_run_id")
+        if source and close_producing_run(self.mlflow, source):
+            log.info("%-16s its producing MLflow run %s is now FINISHED", name, source)
+        run_id = self._child_run(name, cached=True, source_run_id=source)
         self.mlflow.set_terminated(run_id, status="FINISHED")
         self._set(
             name, state="cached", artifact=str(self.store.path(name, key)), mlflow_run_id=run_id
@@ -229,8 +237,19 @@ class _Driver:
             self._set(name, state="failed", error=message[:500], duration_s=round(duration, 2))
             log.error("%-16s FAILED   %s", name, message[:300])
             return
-        self._set(name, state="ran", artifact=result["artifact"], duration_s=round(duration, 2))
+        warning = result.get("warning")
+        self._set(
+            name,
+            state="ran",
+            artifact=result["artifact"],
+            duration_s=round(duration, 2),
+            warning=warning,
+        )
         log.info("%-16s ran      %.1fs", name, duration)
+        if warning:
+            log.warning("lmforge: warning: %s: %s", name, warning)
+            run_id = self.record.stage(name).mlflow_run_id
+            _quietly(close_producing_run, self.mlflow, run_id)
 
     def _set(self, name: str, **fields: Any) -> None:
         record = self.record.stage(name)

@@ -39,7 +39,9 @@ def status_table(record: PipelineRecord) -> str:
         lines.append(
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip()
         )
-    errors = [s for s in record.stages if s.error]
-    for stage in errors:
-        lines.append(f"\n{stage.stage}: {stage.error}")
+    for stage in record.stages:
+        if stage.error:
+            lines.append(f"\n{stage.stage}: {stage.error}")
+        if stage.warning:
+            lines.append(f"\n{stage.stage}: warning: {stage.warning}")
     return "\n".join(lines)

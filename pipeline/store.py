@@ -1,13 +1,14 @@
 """The artifact store: `<workdir>/store/<stage>/<key>/`, committed atomically.
 
 A stage writes into a temporary directory beside its final place; the runner writes
-`manifest.json` last and renames the directory into place. A directory without a manifest does not
-exist as far as the pipeline is concerned, so nothing half-written is ever read.
+`manifest.json` last, fsyncs the tree and renames the directory into place. A directory without a
+manifest does not exist as far as the pipeline is concerned, so nothing half-written is ever read.
+A cache hit is checked against its manifest (`verify`) before it is reused. Temporary directories
+record their owner and are swept only when it is dead (see `temporaries`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -16,17 +17,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from lmforge.pipeline import temporaries
+from lmforge.pipeline.durable import durable_replace, file_sha256, fsync_dir, fsync_tree
 from lmforge.pipeline.errors import ArtifactError
+from lmforge.pipeline.integrity import MANIFEST, check_local_files
 
-MANIFEST = "manifest.json"
-
-
-def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+__all__ = ["MANIFEST", "ArtifactStore", "describe_files", "file_sha256", "open_store"]
 
 
 def describe_files(root: Path) -> list[dict[str, Any]]:
@@ -64,33 +60,49 @@ class ArtifactStore:
     def exists(self, stage: str, key: str) -> bool:
         return self.manifest(stage, key) is not None
 
+    def verify(self, stage: str, key: str, *, full: bool = False) -> str | None:
+        """None when the committed artifact's files match its manifest, else what is wrong.
+
+        Sizes always; sha256 with `full` or for files modified after the manifest.
+        """
+        manifest = self.manifest(stage, key)
+        if manifest is None:
+            return "no manifest"
+        try:
+            return check_local_files(self.path(stage, key), manifest, full=full)
+        except ArtifactError as exc:
+            return str(exc)
+
     def begin(self, stage: str, key: str) -> Path:
-        """A fresh temporary directory where the stage writes its artifact."""
+        """A fresh temporary directory where the stage writes its artifact, claimed by us."""
         tmp = self.root / stage / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir(parents=True)
+        temporaries.claim(tmp)
         return tmp
 
     def commit(self, tmp: Path, stage: str, key: str, manifest: dict[str, Any]) -> Path:
-        """Write the manifest last and rename `tmp` into place.
+        """Write the manifest last, fsync everything and rename `tmp` into place.
 
         An existing committed artifact is never overwritten silently: it is moved to
-        `<stage>/.replaced/<key>-<time>/` first (only `rerun` asks for this).
+        `<stage>/.replaced/<key>-<time>/` first (a rerun, or a cached copy found corrupt).
         """
         final = self.path(stage, key)
+        temporaries.release(tmp)
         manifest = dict(manifest, files=describe_files(tmp))
         manifest_tmp = tmp / (MANIFEST + ".tmp")
         manifest_tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
         os.replace(manifest_tmp, tmp / MANIFEST)
+        fsync_tree(tmp)
         if final.exists():
             if (final / MANIFEST).is_file():
-                replaced = (
-                    self.root / stage / ".replaced" / f"{key}-{time.strftime('%Y%m%d-%H%M%S')}"
-                )
+                stamp = time.strftime("%Y%m%d-%H%M%S")
+                replaced = self.root / stage / ".replaced" / f"{key}-{stamp}-{uuid.uuid4().hex[:4]}"
                 replaced.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(final, replaced)
+                durable_replace(final, replaced)
             else:
                 shutil.rmtree(final)  # a directory without a manifest does not exist
-        os.replace(tmp, final)
+        durable_replace(tmp, final)
+        fsync_dir(self.root)
         return final
 
     def local_path(self, stage: str, key: str) -> Path:
@@ -111,17 +123,11 @@ class ArtifactStore:
         """Remove a temporary directory after a failure."""
         shutil.rmtree(tmp, ignore_errors=True)
 
-    def sweep_temporaries(self, older_than_s: float = 0.0) -> int:
-        """Remove temporary directories left by killed runs; returns how many."""
-        removed = 0
+    def sweep_temporaries(self) -> int:
+        """Remove temporary directories whose owner is dead (see `temporaries`); how many."""
         if not self.root.is_dir():
             return 0
-        now = time.time()
-        for tmp in self.root.glob("*/.tmp-*"):
-            if now - tmp.stat().st_mtime >= older_than_s:
-                shutil.rmtree(tmp, ignore_errors=True)
-                removed += 1
-        return removed
+        return temporaries.sweep(self.root.glob("*/.tmp-*"))
 
 
 def open_store(store_uri: str | None, workdir: Path):

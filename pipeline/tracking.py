@@ -126,6 +126,25 @@ def mark_stale_runs_killed(mlflow_client, experiment_id: str) -> int:
     return len(stale)
 
 
+def close_producing_run(mlflow_client, run_id: str) -> bool:
+    """Mark FINISHED the run that produced a committed artifact if it says otherwise.
+
+    Its stage committed the artifact, so it succeeded; only closing its run failed (a tracking
+    outage, or the driver died in between). Returns whether the run was fixed.
+    """
+    from mlflow.exceptions import MlflowException
+
+    try:
+        run = mlflow_client.get_run(run_id)
+    except MlflowException:  # deleted, or recorded in another tracking store
+        return False
+    if run.info.status == "FINISHED":
+        return False
+    mlflow_client.set_tag(run_id, "lmforge.closed_after_commit", run.info.status)
+    mlflow_client.set_terminated(run_id, status="FINISHED")
+    return True
+
+
 class RunTracker:
     """The stage's view of its MLflow run (implements `pipeline.stage.Tracker`)."""
 

@@ -195,5 +195,7 @@ def report(ctx: StageContext) -> dict:
     ]
     (ctx.out_dir / "model_card.md").write_text(to_markdown(cfg.title, sections), encoding="utf-8")
     (ctx.out_dir / "model_card.html").write_text(to_html(cfg.title, sections), encoding="utf-8")
-    ctx.tracker.log_artifact(ctx.out_dir, "model_card")
+    for path in sorted(ctx.out_dir.iterdir()):  # hidden files are the engine's, not the card's
+        if path.is_file() and not path.name.startswith("."):
+            ctx.tracker.log_artifact(path, "model_card")
     return {"model_card": "model_card.md", "val_perplexity": ppl.get("val_perplexity")}

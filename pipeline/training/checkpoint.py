@@ -23,7 +23,6 @@ Tensors are read with safetensors and JSON only, never with pickle.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -37,6 +36,8 @@ from typing import Any
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+
+from lmforge.pipeline.durable import file_sha256, fsync_dir, fsync_tree
 
 MARKER = "COMPLETE"
 MODEL_FILE = "model.safetensors"
@@ -114,7 +115,7 @@ def write_checkpoint(
         save_file(_contiguous(moments), str(tmp / OPTIMIZER_FILE))
         (tmp / STATE_FILE).write_text(state.to_json())
         _write_marker(tmp)
-        _fsync_dir(tmp)
+        fsync_tree(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -139,7 +140,7 @@ def _move_into_place(new: Path, final: Path) -> None:
         if aside is not None:  # a restarted attempt recomputed the same step
             final.rename(aside)
         new.rename(final)
-        _fsync_dir(root)
+        fsync_dir(root)
     except BaseException:
         if aside is not None and not final.exists():
             aside.rename(final)
@@ -162,7 +163,7 @@ def verify_checkpoint(path: str | Path, *, hashes: bool = True) -> str | None:
     if problem is not None or not hashes:
         return problem
     for name, meta in json.loads(marker.read_text())["files"].items():
-        if _sha256(path / name) != meta["sha256"]:
+        if file_sha256(path / name) != meta["sha256"]:
             return f"corrupt: {name} does not match its sha256 in {MARKER}"
     return None
 
@@ -263,7 +264,7 @@ def prune_checkpoints(root: str | Path, keep: int) -> list[Path]:
 
 def _write_marker(directory: Path) -> None:
     files = {
-        p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+        p.name: {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
         for p in sorted(directory.iterdir())
         if p.is_file()
     }
@@ -272,26 +273,6 @@ def _write_marker(directory: Path) -> None:
     with open(marker_tmp, "rb") as f:
         os.fsync(f.fileno())
     marker_tmp.rename(directory / MARKER)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    for file in path.iterdir():
-        if file.is_file():
-            with open(file, "rb") as f:
-                os.fsync(f.fileno())
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _contiguous(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -93,3 +93,52 @@ def test_secrets_in_a_stage_config_or_error_are_masked_in_its_manifest_and_run(w
     assert "alice:***@data.example" in error and PASSWORD not in error
     leaks = [p for p in workdir.rglob("*") if p.is_file() and PASSWORD.encode() in p.read_bytes()]
     assert leaks == []
+
+
+@pytest.fixture
+def tracking_fails_to_close(monkeypatch):
+    """Closing a run FINISHED fails `failures[0]` times (a tracking hiccup), then works."""
+    from lmforge.pipeline import execute
+    from lmforge.pipeline.tracking import RunTracker
+
+    monkeypatch.setattr(execute, "CLOSE_RETRY_DELAYS_S", (0.0, 0.0, 0.0))
+    real = RunTracker.terminate
+    failures = [1]
+
+    def terminate(self, status):
+        if status == "FINISHED" and failures[0] > 0:
+            failures[0] -= 1
+            raise ConnectionError("tracking server unreachable")
+        real(self, status)
+
+    monkeypatch.setattr(RunTracker, "terminate", terminate)
+    return failures
+
+
+def test_a_tracking_hiccup_after_the_commit_is_retried_and_the_run_finishes(
+    workdir, tracking_fails_to_close
+):
+    task, mlflow = _task("_writes_one_file", workdir)
+    result = execute_stage(task)
+    assert result["warning"] is None
+    assert ArtifactStore(workdir / "store").exists("_writes_one_file", "k1")
+    assert mlflow.get_run(task.mlflow_run_id).info.status == "FINISHED"
+
+
+def test_a_run_that_cannot_be_closed_never_says_failed_beside_a_committed_artifact(
+    workdir, tracking_fails_to_close
+):
+    from lmforge.pipeline.tracking import close_producing_run, mark_stale_runs_killed
+
+    tracking_fails_to_close[0] = 100
+    task, mlflow = _task("_writes_one_file", workdir)
+    result = execute_stage(task)
+    assert "could not mark the run FINISHED" in result["warning"]
+    manifest = ArtifactStore(workdir / "store").manifest("_writes_one_file", "k1")
+    assert manifest["mlflow_run_id"] == task.mlflow_run_id
+    run = mlflow.get_run(task.mlflow_run_id)
+    assert run.info.status == "RUNNING"
+    mark_stale_runs_killed(mlflow, run.info.experiment_id)  # the next pipeline run starts
+    assert close_producing_run(mlflow, task.mlflow_run_id)  # ... and reuses the artifact
+    assert mlflow.get_run(task.mlflow_run_id).info.status == "FINISHED"
+    assert not close_producing_run(mlflow, task.mlflow_run_id)

@@ -42,10 +42,3 @@ def test_recommitting_a_key_keeps_the_previous_artifact(tmp_path):
     assert (final / "v").read_text() == "2"
     kept = list((tmp_path / "clean" / ".replaced").glob("abc-*/v"))
     assert [p.read_text() for p in kept] == ["1"]
-
-
-def test_sweep_removes_temporaries_of_killed_runs(tmp_path):
-    store = ArtifactStore(tmp_path)
-    store.begin("clean", "abc")
-    assert store.sweep_temporaries() == 1
-    assert not list((tmp_path / "clean").glob(".tmp-*"))

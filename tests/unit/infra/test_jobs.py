@@ -127,3 +127,11 @@ def test_rerun_with_an_address_submits_the_same_job_as_submit_rerun():
     as_submit = jobs.rerun_as_submit(rerun)
     assert job_payload.pipeline_entrypoint(as_submit) == job_payload.pipeline_entrypoint(submit)
     assert as_submit.address == "http://head:8265" and not as_submit.no_wait
+
+
+def test_verify_reaches_the_submitted_run():
+    rerun = _parser().parse_args(["rerun", "pretrain", "--verify"])
+    rerun.overrides, rerun.address = ["workdir=/shared/runs"], "http://head:8265"
+    for args in (jobs.rerun_as_submit(rerun), _submit_args("--verify", "workdir=/shared/runs")):
+        parsed = _parser().parse_args(shlex.split(job_payload.pipeline_entrypoint(args))[3:])
+        assert parsed.verify

@@ -199,8 +199,10 @@ def test_pruning_reads_marker_and_sizes_but_never_re_hashes(tmp_path, monkeypatc
     for step in (1, 2, 3):
         _write(tmp_path, step)
     hashed: list[str] = []
-    real_sha256 = ckpt._sha256
-    monkeypatch.setattr(ckpt, "_sha256", lambda path: hashed.append(path.name) or real_sha256(path))
+    realfile_sha256 = ckpt.file_sha256
+    monkeypatch.setattr(
+        ckpt, "file_sha256", lambda path: hashed.append(path.name) or realfile_sha256(path)
+    )
     ckpt.prune_checkpoints(tmp_path, keep=2)
     assert hashed == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000002", "step_000003"]

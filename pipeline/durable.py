@@ -1,0 +1,49 @@
+"""Making files survive a crash: sha256 while reading, fsync of files and directories.
+
+A rename publishes a directory atomically only if its content reached the disk first: fsync every
+file and directory of the tree, rename, then fsync the parent so the rename itself is durable.
+Used by the artifact store and by training checkpoints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+CHUNK = 1 << 20
+
+
+def file_sha256(path: str | Path, chunk: int = CHUNK) -> str:
+    """The hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fsync_dir(path: str | Path) -> None:
+    """fsync a directory, so the names created, renamed or removed in it are on disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(root: str | Path) -> None:
+    """fsync every file and directory under `root`, `root` last."""
+    for dirpath, _, filenames in os.walk(root, topdown=False):
+        for name in filenames:
+            with open(os.path.join(dirpath, name), "rb") as handle:
+                os.fsync(handle.fileno())
+        fsync_dir(dirpath)
+
+
+def durable_replace(source: str | Path, target: str | Path) -> None:
+    """Rename `source` (already fsynced) to `target` and fsync the directories involved."""
+    os.replace(source, target)
+    fsync_dir(Path(target).parent)
+    if Path(source).parent != Path(target).parent:
+        fsync_dir(Path(source).parent)

@@ -1,0 +1,48 @@
+"""Through the CLI: a damaged cached artifact is reported in one warning line naming the file and
+recomputed, the damaged copy kept; `--verify` finds corruption that leaves sizes and times alone."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from cli_runner import lmforge, status
+
+pytestmark = pytest.mark.integration
+
+
+def _run(workdir, *flags):
+    return lmforge("run", "--until", "clean", *flags, f"workdir={workdir}")
+
+
+def _shard(artifact: Path) -> Path:
+    return sorted(artifact.rglob("*.parquet"))[0]
+
+
+def test_a_corrupt_cache_hit_is_named_and_recomputed_never_used(workdir):
+    _run(workdir)
+    artifact = Path(status(workdir)["clean"]["artifact"])
+    shard = _shard(artifact)
+    original = shard.read_bytes()
+    stamp = shard.stat()
+    shard.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))  # bit rot: size and time kept
+    os.utime(shard, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert status(workdir)["clean"]["state"] == "ran"
+    _run(workdir)
+    assert status(workdir)["clean"]["state"] == "cached"  # sizes only, without --verify
+
+    proc = _run(workdir, "--verify")
+    warnings = [line for line in proc.stdout.splitlines() if "warning" in line]
+    rel = shard.relative_to(artifact).as_posix()
+    assert len(warnings) == 1 and rel in warnings[0] and "sha256" in warnings[0]
+    assert status(workdir)["clean"]["state"] == "ran"
+    assert _shard(artifact).read_bytes() == original  # the same key, recomputed
+    kept = list((artifact.parent / ".replaced").glob(f"*/{rel}"))
+    assert len(kept) == 1 and kept[0].read_bytes() != original
+
+    _shard(artifact).write_bytes(b"truncated")
+    proc = _run(workdir)
+    assert f"{rel} has 9 bytes" in proc.stdout
+    assert status(workdir)["clean"]["state"] == "ran"
+    assert _shard(artifact).read_bytes() == original
