@@ -146,3 +146,11 @@ def test_canaries_are_neither_sampled_nor_counted(
 def test_a_negative_sample_size_is_rejected() -> None:
     with pytest.raises(ValueError, match="sample_bytes"):
         TokenizerConfig(sample_bytes=-1)
+
+
+def test_the_tiny_preset_trains_on_all_of_its_text_and_the_default_on_a_sample() -> None:
+    from lmforge.pipeline.config import compose
+    from lmforge.pipeline.stages.train_tokenizer import parse
+
+    assert parse({"tokenizer": compose(["preset=tiny"])["tokenizer"]}).sample_bytes == 0
+    assert parse({"tokenizer": compose(["preset=small"])["tokenizer"]}).sample_bytes > 0
