@@ -17,7 +17,7 @@ N_BYTES = 256
 
 @dataclass(kw_only=True, slots=True)
 class TokenizerConfig:
-    """What `train_bpe` builds: vocabulary size, merge threshold and extra special tokens."""
+    """What `train_bpe` builds (vocabulary, merge threshold, special tokens) and from how much."""
 
     vocab_size: int = 4096
     """Total tokens: the 256 bytes, the special tokens and the learned merges."""
@@ -25,8 +25,14 @@ class TokenizerConfig:
     """A pair is merged only if it occurs at least this often in the training text."""
     special_tokens: list[str] = field(default_factory=list)
     """User-defined special tokens, given ids right after `<|endoftext|>` (0) and `<|pad|>` (1)."""
+    sample_bytes: int = 4_000_000_000
+    """Train on about this many bytes of text, documents chosen by hash of their id; 0: all."""
 
     def __post_init__(self) -> None:
+        if self.sample_bytes < 0:
+            raise ValueError(
+                f"tokenizer.sample_bytes must be >= 0 (0: all), got {self.sample_bytes}"
+            )
         if self.min_frequency < 1:
             raise ValueError(f"tokenizer.min_frequency must be >= 1, got {self.min_frequency}")
         for token in self.special_tokens:

@@ -1,9 +1,19 @@
-"""`train_tokenizer`: byte-level BPE on the clean train split, streamed shard by shard."""
+"""`train_tokenizer`: byte-level BPE on a hash-chosen sample of the clean train split, streamed.
+
+`tokenizer.sample_bytes` bounds the text the trainer sees, and so its memory: HF BPE keeps every
+distinct pre-token and pair of its input. Documents are chosen by a hash of their id
+(`lmforge.pipeline.sources.hash_sample`), so a rerun trains on the same text and writes a
+byte-identical `tokenizer.json`, however the clean split is sharded.
+"""
 
 from __future__ import annotations
 
 from itertools import islice
+from pathlib import Path
 
+from tokenizers import Tokenizer
+
+from lmforge.pipeline.sources.hash_sample import HashSample, SampleStats
 from lmforge.pipeline.sources.parquet_shards import iter_texts
 from lmforge.pipeline.stage import StageContext, stage
 from lmforge.pipeline.typed_config import from_mapping
@@ -11,10 +21,21 @@ from lmforge.tokenizer.config import TokenizerConfig
 
 STATS_DOCS = 2000
 """Validation documents used for the compression statistics."""
+EXCLUDED_SOURCES = ("canary",)
+"""Planted canaries stay out of the vocabulary: a secret learned as one token would look
+memorised to the exposure probe without being memorised."""
 
 
 def parse(sections: dict) -> TokenizerConfig:
     return from_mapping(TokenizerConfig, sections["tokenizer"], "tokenizer")
+
+
+def train_on_sample(clean_dir: Path, cfg: TokenizerConfig) -> tuple[Tokenizer, SampleStats]:
+    """BPE trained on about `cfg.sample_bytes` of the train split (all of it for 0)."""
+    from lmforge.tokenizer.train import train_bpe
+
+    sample = HashSample(clean_dir, "train", cfg.sample_bytes, exclude_sources=EXCLUDED_SOURCES)
+    return train_bpe(sample, cfg), sample.stats()
 
 
 @stage(
@@ -22,19 +43,17 @@ def parse(sections: dict) -> TokenizerConfig:
     inputs=("clean",),
     config=("tokenizer",),
     parse_config=parse,
-    version="2",
+    version="3",
     num_cpus=1,
 )
 def train_tokenizer(ctx: StageContext) -> dict:
     from lmforge.tokenizer.io import save_tokenizer
     from lmforge.tokenizer.stats import tokenizer_stats
-    from lmforge.tokenizer.train import train_bpe
 
     clean_dir = ctx.input("clean")
-    # Planted canaries stay out of the vocabulary: a secret learned as one token would look
-    # memorised to the exposure probe without being memorised.
-    tok = train_bpe(iter_texts(clean_dir, "train", exclude_sources=("canary",)), ctx.config)
+    tok, sampled = train_on_sample(clean_dir, ctx.config)
     save_tokenizer(tok, ctx.out_dir, model_max_length=1 << 20)
     stats = tokenizer_stats(tok, islice(iter_texts(clean_dir, "val"), STATS_DOCS))
-    ctx.tracker.log_metrics({f"val_{k}": v for k, v in stats.items()})
-    return {f"val_{k}": v for k, v in stats.items()}
+    summary = {**sampled.to_summary(), **{f"val_{k}": v for k, v in stats.items()}}
+    ctx.tracker.log_metrics(summary)
+    return summary
