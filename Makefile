@@ -1,10 +1,12 @@
-# Two entry points: `make demo` (whole pipeline, tiny preset) and `make test`.
+# Two entry points: `make demo` (whole pipeline, tiny preset) and `make test` (the full suite,
+# as CI runs it). `make check` is the fast tier for development: the same bootstrap, every test
+# not marked `slow` (no Ray cluster, DeepSpeed engine or whole pipeline).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format clean-runs
+.PHONY: demo test check lint format clean-runs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +25,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=15 tests
+
+check: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" --durations=15 tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
