@@ -21,12 +21,12 @@ SLOW_FOLDERS = ("integration", "fault")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark the tests under tests/integration and tests/fault `slow`: `make check` leaves them
-    out (`pytest -m "not slow"`); `make test` runs everything."""
+    """Mark `slow` the tests under tests/integration and tests/fault and every `integration`
+    test: `make check` leaves them out (`pytest -m "not slow"`); `make test` runs everything."""
     tests = Path(__file__).resolve().parent
     for item in items:
         folder = item.path.resolve().relative_to(tests).parts[0]
-        if folder in SLOW_FOLDERS:
+        if folder in SLOW_FOLDERS or item.get_closest_marker("integration"):
             item.add_marker(pytest.mark.slow)
 
 
