@@ -24,10 +24,10 @@ demo: $(STAMP)
 	$(BIN)/lmforge run preset=tiny
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=15 tests
+	$(BIN)/python -m pytest -q -rs --durations=15 tests
 
 check: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" --durations=15 tests
+	$(BIN)/python -m pytest -q -rs -m "not slow" --durations=15 tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
