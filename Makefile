@@ -1,10 +1,12 @@
-# Two entry points: `make demo` (whole pipeline, tiny preset) and `make test`.
+# Two entry points: `make demo` (whole pipeline, tiny preset) and `make test` (the full suite,
+# as CI runs it). `make check` is the fast tier for development: the same bootstrap, every test
+# not marked `slow` (no Ray cluster, DeepSpeed engine or whole pipeline).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format clean-runs
+.PHONY: demo test check lint format clean-runs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +24,10 @@ demo: $(STAMP)
 	$(BIN)/lmforge run preset=tiny
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=15 tests
+	$(BIN)/python -m pytest -q -rs --durations=15 tests
+
+check: $(STAMP)
+	$(BIN)/python -m pytest -q -rs -m "not slow" --durations=15 tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -33,8 +33,17 @@ class Workdir:
         return self.root / "ray_storage"
 
     def create(self) -> Workdir:
-        for path in (self.root, self.records, self.checkpoints):
-            path.mkdir(parents=True, exist_ok=True)
+        """Make the workdir's folders; a path that cannot be one is a one-line LmforgeError."""
+        if self.root.exists() and not self.root.is_dir():
+            raise LmforgeError(f"workdir={self.root} is a file; give a directory")
+        try:
+            for path in (self.root, self.records, self.checkpoints):
+                path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LmforgeError(
+                f"cannot use workdir={self.root} ({exc.strerror}: {exc.filename}); "
+                "give a directory you can write to"
+            ) from exc
         return self
 
 

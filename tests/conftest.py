@@ -17,6 +17,20 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.pop("MLFLOW_TRACKING_URI", None)
 
 
+SLOW_FOLDERS = ("integration", "fault")
+"""Every test in these folders is `slow` (multi-process, whole pipeline), new ones included."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark `slow` the tests under tests/integration and tests/fault and every `integration`
+    test: `make check` leaves them out (`pytest -m "not slow"`); `make test` runs everything."""
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        folder = item.path.resolve().relative_to(tests).parts[0]
+        if folder in SLOW_FOLDERS or item.get_closest_marker("integration"):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def workdir(tmp_path):
     path = tmp_path / "runs"

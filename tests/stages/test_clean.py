@@ -8,9 +8,12 @@ import random
 
 import pyarrow.parquet as pq
 import pytest
+from store_checks import leftovers
 
 from lmforge.pipeline.sources.embedded import embedded_documents
 from lmforge.pipeline.sources.files import SourceError
+
+pytestmark = pytest.mark.slow  # each test runs `clean` as a Ray task with its own MLflow store
 
 TOPICS = [d.text for d in embedded_documents() if 1500 < len(d.text) < 30000 and "{" not in d.text]
 
@@ -64,12 +67,13 @@ def test_a_bad_file_fails_the_stage_naming_it_and_commits_nothing(
     with pytest.raises(SourceError, match=cause) as info:
         run_stage("clean", [*paths(good_jsonl, bad), "data.max_text_file_mb=1"])
     assert name in str(info.value)
-    assert not list((tmp_path / "store").rglob("*.parquet"))
+    assert leftovers(tmp_path / "store", "clean") == []  # no manifest, artifact or .tmp-* dir
 
 
-def test_a_missing_path_is_named(run_stage, tmp_path):
+def test_a_missing_path_is_named_and_commits_nothing(run_stage, tmp_path):
     with pytest.raises(SourceError, match="nowhere.txt"):
         run_stage("clean", [*paths(tmp_path / "nowhere.txt")])
+    assert leftovers(tmp_path / "store", "clean") == []
 
 
 def test_with_on_error_skip_bad_files_are_skipped_and_counted(run_stage, tmp_path, good_jsonl):

@@ -12,6 +12,8 @@ import textwrap
 import zipfile
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[3]
 DOCKERFILE = REPO / "infra" / "docker" / "Dockerfile"
 DEST = "/home/ray/lmforge/"
@@ -48,6 +50,7 @@ def _expected_files() -> set[str]:
     return expected
 
 
+@pytest.mark.slow  # builds the wheel and imports every module in a fresh process
 def test_the_image_installs_every_module_and_config_file(tmp_path):
     context, dist, site = tmp_path / "context", tmp_path / "dist", tmp_path / "site"
     _build_context(context)
