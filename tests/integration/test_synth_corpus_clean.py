@@ -4,17 +4,15 @@ traced to its original, and the near copies are found."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from bench_modules import load_bench
 from cli_runner import lmforge, status
 
 pytestmark = pytest.mark.integration
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 FILTERS_OFF = [
     f"data.filters.{step}.enabled=false"
     for step in (
@@ -31,11 +29,7 @@ FILTERS_OFF = [
 
 
 def synthesize(out: Path, docs: int, files: int, seed: int) -> dict:
-    spec = importlib.util.spec_from_file_location("corpus_synth", BENCH / "corpus_synth.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["corpus_synth"] = module
-    spec.loader.exec_module(module)
-    return module.synthesize(out, docs, files, seed=seed)
+    return load_bench("corpus_synth").synthesize(out, docs, files, seed=seed)
 
 
 def test_clean_reads_a_synthetic_zstd_corpus_and_removes_its_planted_copies(tmp_path):

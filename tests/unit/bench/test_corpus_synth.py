@@ -4,29 +4,18 @@ the same seed; and it reads back through the real source reader."""
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-import sys
-from pathlib import Path
 
 import pytest
+from bench_modules import load_bench
 
 from lmforge.pipeline.filters.minhash import shingle_hashes
 from lmforge.pipeline.sources.files import read_source
 
-BENCH = Path(__file__).resolve().parents[3] / "bench"
 DOCS, FILES = 600, 3
 
 
-def load_corpus_synth():
-    spec = importlib.util.spec_from_file_location("corpus_synth", BENCH / "corpus_synth.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["corpus_synth"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-synth = load_corpus_synth()
+synth = load_bench("corpus_synth")
 
 
 @pytest.fixture(scope="module")
