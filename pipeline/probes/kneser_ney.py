@@ -24,12 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from lmforge.pipeline.probes.ngram import (
-    _FLUSH_PAIRS,
     _before,
     _lookup,
-    _merge_counts,
     _PositionScorer,
-    _token_ids,
+    count_codes,
 )
 
 DEFAULT_DISCOUNT = 0.75
@@ -84,21 +82,11 @@ class KneserNeyTrigramLM(_PositionScorer):
         base = vocab_size + 1
         if base**3 >= 2**63:
             raise ValueError(f"vocab_size {vocab_size} is too large for int64 trigram codes")
-        codes = np.zeros(0, dtype=np.int64)
-        counts = np.zeros(0, dtype=np.int64)
-        buffer: list[np.ndarray] = []
-        buffered = 0
-        for seq in sequences:
-            ids = _token_ids(seq, vocab_size)
-            if ids.size < 2:
-                continue
-            buffer.append((_before(ids, vocab_size) * base + ids[:-1]) * base + ids[1:])
-            buffered += ids.size - 1
-            if buffered >= _FLUSH_PAIRS:
-                codes, counts = _merge_counts(codes, counts, np.concatenate(buffer))
-                buffer, buffered = [], 0
-        if buffer:
-            codes, counts = _merge_counts(codes, counts, np.concatenate(buffer))
+        codes, counts = count_codes(
+            sequences,
+            vocab_size,
+            lambda ids: (_before(ids, vocab_size) * base + ids[:-1]) * base + ids[1:],
+        )
         return cls.from_trigram_counts(codes, counts, vocab_size)
 
     @classmethod

@@ -16,7 +16,7 @@ estimates of F4 (an unseen event then has probability 0 and infinite cross-entro
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +45,34 @@ def _merge_counts(
     weights = np.concatenate([counts, np.ones(new_codes.size, dtype=np.int64)])
     merged, inverse = np.unique(all_codes, return_inverse=True)
     return merged, np.bincount(inverse, weights=weights, minlength=merged.size).astype(np.int64)
+
+
+def count_codes(
+    sequences: Iterable[Sequence[int] | np.ndarray],
+    vocab_size: int,
+    encode: Callable[[np.ndarray], np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique n-gram codes and their counts over every sequence of 2+ tokens.
+
+    `encode` turns one sequence's ids into one code per predicted position; codes are buffered
+    and folded into the sparse counts in batches, so memory stays bounded.
+    """
+    codes = np.zeros(0, dtype=np.int64)
+    counts = np.zeros(0, dtype=np.int64)
+    buffer: list[np.ndarray] = []
+    buffered = 0
+    for seq in sequences:
+        ids = _token_ids(seq, vocab_size)
+        if ids.size < 2:
+            continue
+        buffer.append(encode(ids))
+        buffered += ids.size - 1
+        if buffered >= _FLUSH_PAIRS:
+            codes, counts = _merge_counts(codes, counts, np.concatenate(buffer))
+            buffer, buffered = [], 0
+    if buffer:
+        codes, counts = _merge_counts(codes, counts, np.concatenate(buffer))
+    return codes, counts
 
 
 def _smoothed_log(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
@@ -137,21 +165,9 @@ class BigramLM(_PositionScorer):
         """Count every adjacent pair of every sequence (one pass, bounded extra memory)."""
         if k < 0:
             raise ValueError(f"add-k smoothing needs k >= 0, got {k}")
-        codes = np.zeros(0, dtype=np.int64)
-        counts = np.zeros(0, dtype=np.int64)
-        buffer: list[np.ndarray] = []
-        buffered = 0
-        for seq in sequences:
-            ids = _token_ids(seq, vocab_size)
-            if ids.size < 2:
-                continue
-            buffer.append(ids[:-1] * vocab_size + ids[1:])
-            buffered += ids.size - 1
-            if buffered >= _FLUSH_PAIRS:
-                codes, counts = _merge_counts(codes, counts, np.concatenate(buffer))
-                buffer, buffered = [], 0
-        if buffer:
-            codes, counts = _merge_counts(codes, counts, np.concatenate(buffer))
+        codes, counts = count_codes(
+            sequences, vocab_size, lambda ids: ids[:-1] * vocab_size + ids[1:]
+        )
         context = np.bincount(codes // vocab_size, weights=counts, minlength=vocab_size)
         return cls(
             pair_codes=codes,
