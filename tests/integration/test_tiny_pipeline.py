@@ -14,7 +14,7 @@ from lmforge.pipeline.tracking import client
 pytestmark = pytest.mark.integration
 
 TINY = ["preset=tiny", "train.max_steps=200"]
-"""The demo's configuration, trained half as long to keep the suite short."""
+"""The demo's configuration, trained a sixth as long to keep the suite short."""
 
 ALL = {"clean", "train_tokenizer", "tokenize", "pretrain", "perplexity", "sample", "harm", "report"}
 
