@@ -12,9 +12,12 @@ import logging
 import os
 import secrets
 import tempfile
+import time
 from pathlib import Path
 
 from lmforge.pipeline.errors import LmforgeError
+
+log = logging.getLogger(__name__)
 
 TOKEN_FILE = ".ray_token"
 AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
@@ -55,7 +58,7 @@ def ensure_ray(
             _node_ip_address="127.0.0.1",
         )
     try:
-        ray.init(**kwargs)
+        _init_with_retry(ray, kwargs)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
         _restore_auth_env()
         where = address or "a local runtime"
@@ -64,6 +67,37 @@ def ensure_ray(
             f"cannot connect to Ray at {where}: {first[:200]}; check --ray-address "
             "(or cluster.ray_address) and that the cluster is up (`ray status`)"
         ) from exc
+
+
+CLIENT_INIT_ATTEMPTS = 3
+_CLIENT_SERVER_LOST = "Initialization failure from server"
+
+
+def _init_with_retry(ray, kwargs: dict) -> None:
+    """`ray.init`, retried when Ray Client's proxy loses the per-client server it starts.
+
+    A `ray://` connection makes the cluster's proxy spawn a server for this client; under load
+    that spawn sometimes dies before answering (an upstream race), which is transient: a fresh
+    connection gets a fresh server. Every other failure is raised at once.
+    """
+    is_client = str(kwargs.get("address", "")).startswith("ray://")
+    for attempt in range(1, CLIENT_INIT_ATTEMPTS + 1):
+        try:
+            ray.init(**kwargs)
+            return
+        except ConnectionAbortedError as exc:
+            if not is_client or _CLIENT_SERVER_LOST not in str(exc):
+                raise
+            if attempt == CLIENT_INIT_ATTEMPTS:
+                raise
+            log.warning(
+                "Ray Client's server for this connection failed to start (attempt %d of %d); "
+                "reconnecting",
+                attempt,
+                CLIENT_INIT_ATTEMPTS,
+            )
+            ray.shutdown()
+            time.sleep(2.0 * attempt)
 
 
 def local_token(workdir: Path) -> Path:

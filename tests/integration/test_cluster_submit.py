@@ -48,7 +48,7 @@ class Cluster:
 
     def ray_client_crashes(self) -> int:
         """How often Ray Client's proxy lost a server to gRPC's fork race (ray#63202)."""
-        logs = self.state.glob("tmp/head/session_*/logs/ray_client_server.err")
+        logs = self.state.glob("tmp/head/session_*/logs/ray_client_server*.err")
         return sum(
             log.read_text(errors="replace").count("next_worker->state == KICKED") for log in logs
         )
