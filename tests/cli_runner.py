@@ -11,7 +11,13 @@ from pathlib import Path
 
 LMFORGE = [sys.executable, "-m", "lmforge.pipeline.cli"]
 
+SMALL_MODEL = ["model.d_model=64", "model.n_layer=2", "model.d_ff=256", "model.block_size=64"]
+"""Half the tiny preset's width and depth, on 64-token windows: seconds per stage."""
+
 SHORT_TINY = [
+    *SMALL_MODEL,
+    "eval.perplexity.max_tokens=4096",
+    "eval.sample.max_new_tokens=16",
     "train.max_steps=20",
     "train.checkpoint_every=10",
     "eval.harm.num_prompts=4",

@@ -43,10 +43,19 @@ class TokenDataset:
     """All windows of one split, shard after shard in shard-index order."""
 
     def __init__(
-        self, source: str | Path | Sequence[str | Path], split: str, block_size: int
+        self,
+        source: str | Path | Sequence[str | Path],
+        split: str,
+        block_size: int,
+        max_offset: int = 0,
     ) -> None:
+        """`max_offset` > 0 keeps that many tokens of each shard spare, so that every window can
+        also be read shifted by up to `max_offset` tokens (`window_at`): the same windows, new
+        boundaries."""
         if block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
+        if not 0 <= max_offset <= block_size:
+            raise ValueError(f"max_offset must be in [0, block_size], got {max_offset}")
         headers = find_shard_headers(source, split)
         if not headers:
             raise FileNotFoundError(
@@ -62,9 +71,10 @@ class TokenDataset:
             raise ValueError(f"{split} shards in {source} mix vocab sizes {sorted(vocab_sizes)}")
         self.split = split
         self.block_size = block_size
+        self.max_offset = max_offset
         self.shards: tuple[TokenShard, ...] = tuple(shards)
         self.vocab_size = vocab_sizes.pop() if vocab_sizes else 0
-        windows = [num_windows(s.info.n_tokens, block_size) for s in shards]
+        windows = [num_windows(s.info.n_tokens - max_offset, block_size) for s in shards]
         self._first_window = np.concatenate([[0], np.cumsum(windows)]).astype(np.int64)
         self._headers = [s.info.header for s in shards]
 
@@ -73,13 +83,19 @@ class TokenDataset:
 
     def __getitem__(self, i: int) -> np.ndarray:
         """Window `i` as int64 (`block_size + 1` tokens), copied out of the memory map."""
+        return self.window_at(i, 0)
+
+    def window_at(self, i: int, offset: int) -> np.ndarray:
+        """Window `i` shifted `offset` tokens later in its shard (0 <= offset <= max_offset)."""
+        if not 0 <= offset <= self.max_offset:
+            raise IndexError(f"offset {offset} outside [0, {self.max_offset}]")
         n = len(self)
         if not -n <= i < n:
             raise IndexError(f"window {i} out of range: {self.split} has {n} windows")
         i %= n
         k = int(np.searchsorted(self._first_window, i, side="right")) - 1
         local = i - int(self._first_window[k])
-        return window(self.shards[k].tokens, local, self.block_size).astype(np.int64)
+        return window(self.shards[k].tokens, local, self.block_size, offset).astype(np.int64)
 
     @property
     def n_tokens(self) -> int:
@@ -95,4 +111,4 @@ class TokenDataset:
 
     def __reduce__(self) -> tuple:
         # Reopen the memory maps in the receiving process instead of pickling their contents.
-        return (TokenDataset, (self._headers, self.split, self.block_size))
+        return (TokenDataset, (self._headers, self.split, self.block_size, self.max_offset))

@@ -59,10 +59,15 @@ def num_windows(n_tokens: int, block_size: int) -> int:
     return max(0, (n_tokens - 1) // block_size)
 
 
-def window(tokens: np.ndarray, i: int, block_size: int) -> np.ndarray:
-    """Window `i` of `tokens` (a view, not a copy): `block_size + 1` tokens from `i*block_size`."""
-    n = num_windows(len(tokens), block_size)
+def window(tokens: np.ndarray, i: int, block_size: int, offset: int = 0) -> np.ndarray:
+    """Window `i` of `tokens` (a view, not a copy): `block_size + 1` tokens from
+    `i*block_size + offset`, i.e. the windows of the stream with its first `offset` tokens cut."""
+    if offset < 0:
+        raise ValueError(f"window offset must be >= 0, got {offset}")
+    n = num_windows(len(tokens) - offset, block_size)
     if not 0 <= i < n:
-        raise IndexError(f"window {i} out of range for {len(tokens)} tokens ({n} windows)")
-    start = i * block_size
+        raise IndexError(
+            f"window {i} at offset {offset} out of range for {len(tokens)} tokens ({n} windows)"
+        )
+    start = i * block_size + offset
     return tokens[start : start + block_size + 1]

@@ -67,6 +67,9 @@ class TrainConfig:
     """Log metrics to MLflow and print a progress line every this many steps."""
     seed: int = 1337
     """Seeds the init, the data order and dropout; the data order ignores the world size."""
+    epoch_offsets: bool = True
+    """Read every epoch after the first with its windows shifted by a seeded offset in
+    [0, block_size): repeated passes over a small corpus see new window boundaries."""
     max_failures: int = 2
     """Worker failures Ray Train recovers from (restart from the last checkpoint) per run."""
     precision: Literal["auto", "fp32", "bf16"] = "auto"

@@ -88,12 +88,13 @@ class WorkerRun:
         self.device = _setup_device(self.cfg)
         self.nodes = _all_gather(ray.get_runtime_context().get_node_id(), self.world)
         torch.manual_seed(self.cfg.seed)
-        self.dataset = TokenDataset(job.data_dir, job.split, job.model.block_size)
+        max_offset = job.model.block_size - 1 if self.cfg.epoch_offsets else 0
+        self.dataset = TokenDataset(job.data_dir, job.split, job.model.block_size, max_offset)
         self.engine = build_engine(job.model, self.cfg, self.world, self.device)
         self.times = StepTimes()
         self.train_step = TrainStep(self.engine, self.cfg, self.device, self.world, self.times)
         self.state, self.resumed_from = self._restore()
-        order = GlobalWindowOrder(len(self.dataset), self.cfg.seed)
+        order = GlobalWindowOrder(len(self.dataset), self.cfg.seed, max_offset)
         self.sampler = WindowSampler(
             order,
             self.cfg.global_batch_size,
@@ -123,7 +124,7 @@ class WorkerRun:
             step = self.state.step
             torch.manual_seed(_step_seed(cfg.seed, step, self.rank))  # dropout masks
             with self.times.part("data"):
-                batches = [load_batch(self.dataset, ids) for ids in self.sampler.next_step()]
+                batches = [load_batch(self.dataset, mb) for mb in self.sampler.next_step()]
             lr = learning_rate(step, cfg)
             result = self.train_step(batches, lr)
             self._advance(result)
