@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from cli_runner import LMFORGE, SMALL_MODEL, lmforge, status, summary
+from cli_runner import LMFORGE, lmforge, status, summary
 from fault.training_runs import assert_same_losses
 
 from lmforge.pipeline.tracking import client
@@ -30,7 +30,6 @@ ARGS = [
     "train.zero_stage=3",
     "train.max_steps=60",
     "train.checkpoint_every=10",
-    *SMALL_MODEL,
 ]
 
 
