@@ -1,0 +1,109 @@
+"""The demo's quality bar over several training seeds: `lmforge run preset=tiny train.seed=S`.
+
+For each seed, a fresh workdir runs the whole tiny pipeline (as `make demo` does, with only the
+seed changed) and the bar of the demo is checked on its artifacts:
+
+- val perplexity (whole validation split) at most 0.5x the bigram baseline's;
+- minimal-pair accuracy at least 0.7;
+- greedy completions: no completion's most frequent word above half of its words, and no word
+  4-gram repeated more than 3 times in one completion;
+- top-p completions: word distinct-2 of their pooled words at least 0.5.
+
+Prints a table and, last, one JSON line: {"bench": "demo_quality", "seeds": [...], per-seed
+figures, the worst value of each figure over the seeds, "met": {figure: bool}, "all_met": bool,
+"seconds": [...]}. Takes about 4 minutes per seed on 2 cores.
+
+    .venv/bin/python bench/demo_quality.py [--seeds 1337 0 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BAR = {
+    # figure: (worst-case direction, threshold)
+    "val_to_bigram": ("max", 0.5),
+    "minimal_pair_accuracy": ("min", 0.7),
+    "greedy_max_top_word_share": ("max", 0.5),
+    "greedy_max_word_4gram_count": ("max", 3),
+    "top_p_word_distinct_2": ("min", 0.5),
+}
+
+
+def stage_summary(workdir: Path, stage: str) -> dict:
+    """The summary in the manifest of `stage`'s artifact of the workdir's latest run."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "lmforge.pipeline.cli", "status", "--json", f"workdir={workdir}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    entry = next(e for e in json.loads(proc.stdout) if e["stage"] == stage)
+    return json.loads((Path(entry["artifact"]) / "manifest.json").read_text())["summary"]
+
+
+def run_seed(root: Path, seed: int) -> dict:
+    """Train and evaluate the tiny preset with `train.seed=seed`; its bar figures and seconds."""
+    workdir = root / f"seed-{seed}"
+    started = time.time()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lmforge.pipeline.cli",
+            "run",
+            "preset=tiny",
+            f"train.seed={seed}",
+            f"workdir={workdir}",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    seconds = time.time() - started
+    ppl, sample = stage_summary(workdir, "perplexity"), stage_summary(workdir, "sample")
+    return {
+        "val_perplexity": ppl["val_perplexity"],
+        "val_to_bigram": ppl["val_perplexity"] / ppl["bigram_perplexity"],
+        "minimal_pair_accuracy": ppl["minimal_pair_accuracy"],
+        "greedy_max_top_word_share": sample["greedy_max_top_word_share"],
+        "greedy_max_word_4gram_count": sample["greedy_max_word_4gram_count"],
+        "top_p_word_distinct_2": sample["top_p_word_distinct_2"],
+        "seconds": round(seconds, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1337, 0, 1])
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="lmforge-bench-demo-") as tmp:
+        per_seed = {seed: run_seed(Path(tmp), seed) for seed in args.seeds}
+    print(f"{'seed':>6}" + "".join(f"{name[:22]:>24}" for name in BAR) + f"{'seconds':>9}")
+    for seed, figures in per_seed.items():
+        cells = "".join(f"{figures[name]:>24.3f}" for name in BAR)
+        print(f"{seed:>6}{cells}{figures['seconds']:>9.0f}")
+    worst, met = {}, {}
+    for name, (direction, threshold) in BAR.items():
+        values = [figures[name] for figures in per_seed.values()]
+        worst[name] = max(values) if direction == "max" else min(values)
+        met[name] = worst[name] <= threshold if direction == "max" else worst[name] >= threshold
+    result = {
+        "bench": "demo_quality",
+        "seeds": args.seeds,
+        "per_seed": {str(seed): figures for seed, figures in per_seed.items()},
+        "worst": {name: round(value, 4) for name, value in worst.items()},
+        "met": met,
+        "all_met": all(met.values()),
+        "seconds": [figures["seconds"] for figures in per_seed.values()],
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
