@@ -28,7 +28,7 @@ ARGS = [
     "pretrain",
     "preset=tiny",
     "train.zero_stage=3",
-    "train.max_steps=60",
+    "train.max_steps=30",
     "train.checkpoint_every=10",
 ]
 
@@ -64,7 +64,7 @@ def test_ctrl_c_during_pretrain_resumes_from_the_latest_checkpoint(workdir):
     assert after["tokenize"]["state"] == "cached"
     trained = summary(workdir, "pretrain")
     assert trained["resumed_from_step"] >= 10
-    assert trained["steps"] == 60
+    assert trained["steps"] == 30
     artifact = workdir / "store" / "pretrain" / after["pretrain"]["key"]
     resumed_losses = _losses(artifact)
 
@@ -87,7 +87,7 @@ def test_ctrl_c_during_pretrain_resumes_from_the_latest_checkpoint(workdir):
     rerun = status(workdir)["pretrain"]
     assert rerun["state"] == "ran" and rerun["key"] != after["pretrain"]["key"]
     reference = summary(workdir, "pretrain")
-    assert reference.get("resumed_from_step") is None and reference["steps"] == 60
+    assert reference.get("resumed_from_step") is None and reference["steps"] == 30
     uninterrupted = _losses(workdir / "store" / "pretrain" / rerun["key"])
     assert_same_losses(resumed_losses, uninterrupted, rel=1e-3)
 

@@ -1,6 +1,7 @@
 """The `tiny` pipeline with its artifact store in a bucket of a real S3-compatible server (moto)
-on 127.0.0.1: every artifact is published with its manifest, a rerun is all cache hits, and a
-missing bucket is one clear error."""
+on 127.0.0.1: every artifact is published with its manifest, a rerun is all cache hits, a
+changed training setting reruns pretrain and its descendants only (resuming from the bucket's
+checkpoint on a node without a local cache), and a missing bucket is one clear error."""
 
 from __future__ import annotations
 
@@ -38,8 +39,11 @@ def test_tiny_pipeline_with_its_store_in_a_bucket(s3, workdir):
     shutil.rmtree(local_staging(checkpoints))
     longer = [a.replace("max_steps=20", "max_steps=30") for a in args]
     lmforge(*longer, env=env)
+    states = {name: s["state"] for name, s in status(workdir).items()}
+    ran = {name for name, state in states.items() if state == "ran"}
+    assert ran == {"pretrain", "perplexity", "sample", "harm", "report"}, states
+    assert {states[n] for n in states.keys() - ran} == {"cached"}, states
     pretrain = status(workdir)["pretrain"]
-    assert pretrain["state"] == "ran"
     assert _summary(client, pretrain)["resumed_from_step"] == 20
     assert _summary(client, pretrain)["steps"] == 30
 

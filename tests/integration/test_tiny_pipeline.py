@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from cli_runner import SHORT_TINY, lmforge, status, summary
+from cli_runner import lmforge, status, summary
 
 from lmforge.pipeline.tracking import client
 
@@ -137,13 +137,3 @@ def test_the_trained_model_loads_back_from_its_mlflow_run(first_run, monkeypatch
     assert isinstance(completion, str) and completion
     logged = mlflow.get_logged_model(uri.split("/")[-1])
     assert logged.source_run_id == states["pretrain"]["mlflow_run_id"]
-
-
-def test_changing_the_learning_rate_reruns_pretrain_and_its_descendants_only(tmp_path):
-    workdir = tmp_path / "runs"
-    lmforge("run", *SHORT_TINY, f"workdir={workdir}")
-    lmforge("run", *SHORT_TINY, "train.lr=0.002", f"workdir={workdir}")
-    states = {name: s["state"] for name, s in status(workdir).items()}
-    ran = {name for name, state in states.items() if state == "ran"}
-    assert ran == {"pretrain", "perplexity", "sample", "harm", "report"}
-    assert {states[n] for n in ALL - ran} == {"cached"}
