@@ -56,7 +56,8 @@ class GlobalWindowOrder:
     def offsets(self, start: int, count: int) -> np.ndarray:
         """The shift of the windows at global positions [start, start + count)."""
         epochs = np.arange(start, start + count, dtype=np.int64) // self.n_windows
-        return np.array([self.offset(int(e)) for e in epochs], dtype=np.int64)
+        distinct, which = np.unique(epochs, return_inverse=True)  # one draw per epoch, not window
+        return np.array([self.offset(int(e)) for e in distinct], dtype=np.int64)[which]
 
     def windows(self, start: int, count: int) -> np.ndarray:
         """Window indices at global positions [start, start + count), across epoch ends."""

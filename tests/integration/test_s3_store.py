@@ -39,11 +39,12 @@ def test_tiny_pipeline_with_its_store_in_a_bucket(s3, workdir):
     shutil.rmtree(local_staging(checkpoints))
     longer = [a.replace("max_steps=20", "max_steps=30") for a in args]
     lmforge(*longer, env=env)
-    states = {name: s["state"] for name, s in status(workdir).items()}
+    entries = status(workdir)
+    states = {name: s["state"] for name, s in entries.items()}
     ran = {name for name, state in states.items() if state == "ran"}
     assert ran == {"pretrain", "perplexity", "sample", "harm", "report"}, states
     assert {states[n] for n in states.keys() - ran} == {"cached"}, states
-    pretrain = status(workdir)["pretrain"]
+    pretrain = entries["pretrain"]
     assert _summary(client, pretrain)["resumed_from_step"] == 20
     assert _summary(client, pretrain)["steps"] == 30
 
