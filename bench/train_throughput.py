@@ -18,8 +18,13 @@ contender's steps are pooled. Prints a table and, last, one JSON line: {"bench":
 "train_throughput", "model": M, "unit": "tokens/s", "lmforge": X, "reference": Y, "ratio": X/Y}
 (plus "zero2_2workers" for `base`). The goal is ratio >= 0.95 for `base`, >= 0.9 for `tiny`.
 
+`--compile` adds one more lmforge run with `train.compile=true` (the same layout, `torch.compile`
+through DeepSpeed's `engine.compile()`) and reports "compiled" (tokens/s) and "compile_speedup"
+(compiled / eager lmforge; below 1 is a slowdown). The compiled run's first step, which
+compiles, is left out like every run's first step.
+
     .venv/bin/python bench/train_throughput.py [--model base|tiny] [--steps 20] [--cpus 2]
-                                              [--repeats 2]
+                                              [--repeats 2] [--compile]
 """
 
 from __future__ import annotations
@@ -91,9 +96,16 @@ def reference_loop(data_dir: Path, steps: int, threads: int) -> list[float]:
 
 
 def lmforge_run(
-    root: Path, data_dir: Path, steps: int, *, workers: int, cpus: int, stage: int
-) -> float:
-    """Tokens/s that lmforge's workers report (first step of the run excluded)."""
+    root: Path,
+    data_dir: Path,
+    steps: int,
+    *,
+    workers: int,
+    cpus: int,
+    stage: int,
+    compile: bool = False,
+) -> list[float]:
+    """Seconds of every step but the first that lmforge's rank 0 reports."""
     cfg = TrainConfig(
         max_steps=steps,
         global_batch_size=BATCH,
@@ -111,6 +123,7 @@ def lmforge_run(
         seed=SEED,
         max_failures=0,
         precision="fp32",
+        compile=compile,
     )
     name = f"zero{stage}-{workers}w-{uuid.uuid4().hex[:6]}"
     summary = run_pretraining(
@@ -138,6 +151,9 @@ def main() -> None:
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2, help="CPUs to use")
     parser.add_argument("--repeats", type=int, default=2, help="lmforge/plain alternations")
     parser.add_argument("--model", choices=sorted(CASES), default="base", help="which model")
+    parser.add_argument(
+        "--compile", action="store_true", help="also time lmforge with train.compile=true"
+    )
     args = parser.parse_args()
     global MODEL, BATCH
     MODEL, BATCH = CASES[args.model]
@@ -158,13 +174,19 @@ def main() -> None:
                 root, data, args.steps, workers=workers, cpus=args.cpus, stage=stage
             )
             plain += reference_loop(data, args.steps, args.cpus)
-        zero2 = []
+        zero2, compiled = [], []
         if args.model == "base":
             zero2 = lmforge_run(root, data, args.steps, workers=2, cpus=args.cpus, stage=2)
+        if args.compile:
+            compiled = lmforge_run(
+                root, data, args.steps, workers=workers, cpus=args.cpus, stage=stage, compile=True
+            )
         ray.shutdown()
     rows = {"plain PyTorch loop": plain, f"lmforge, {workers} worker(s), ZeRO {stage}": ours}
     if zero2:
         rows["lmforge, 2 workers, ZeRO 2"] = zero2
+    if compiled:
+        rows["lmforge, compiled"] = compiled
     print(f"{'contender':<36}{'median tok/s':>14}{'mean tok/s':>12}{'steps':>7}")
     for name, seconds in rows.items():
         median, mean = median_rate(seconds), mean_rate(seconds)
@@ -182,6 +204,9 @@ def main() -> None:
     }
     if zero2:
         result["zero2_2workers"] = round(median_rate(zero2), 1)
+    if compiled:
+        result["compiled"] = round(median_rate(compiled), 1)
+        result["compile_speedup"] = round(median_rate(compiled) / lmforge, 4)
     print(json.dumps(result))
 
 

@@ -49,7 +49,9 @@ class DataConfig:
     max_shard_mb: float = 256.0
     "Text megabytes per output Parquet shard at most."
     partition_docs: int = 2000
-    "Documents per Ray task of the filter chain."
+    "Documents a filter task runs through the chain at a time (its memory, not its size)."
+    read_split_mb: float = 64.0
+    "Bytes on disk per read task: bigger plain JSONL and Parquet files are split, smaller packed."
     max_docs: int = 0
     "Stop after this many documents read (0 = no cap)."
     on_error: Literal["fail", "skip"] = "fail"
@@ -70,3 +72,5 @@ class DataConfig:
             raise ValueError("data.docs_per_shard, partition_docs and max_shard_mb must be > 0")
         if self.max_text_file_mb <= 0:
             raise ValueError("data.max_text_file_mb must be > 0")
+        if self.read_split_mb <= 0:
+            raise ValueError("data.read_split_mb must be > 0")

@@ -55,6 +55,8 @@ def write_datasheet(path: Path, cfg: DataConfig, summary: dict) -> None:
         f"- files skipped: {summary['files_skipped']} (the documents read before a file broke "
         f"part-way are kept: {summary.get('docs_before_file_errors', 0)})",
         f"- canary documents planted: {summary['canary_docs']}",
+        f"- read by {summary.get('read_units', 1)} tasks (units of about "
+        f"{cfg.read_split_mb:g} MB on disk: data.read_split_mb)",
         "## Filters (in chain order)",
         "| step | docs in | docs out | removed | removal rate |",
         "|---|---|---|---|---|",

@@ -7,6 +7,10 @@ stable id (`<file>#<line or row>` unless the record has its own id; a compressed
 numbers are those of its decompressed text), its source and its metadata. A file that cannot be
 read raises `SourceError` naming the file and the cause; a file that breaks part-way (a bad line,
 a truncated or corrupt compressed stream) raises it where it breaks, after the documents before.
+
+A big plain JSONL file is read in byte ranges and a Parquet file in row-group ranges by different
+tasks (`read_plan.py`); `read_piece` reads one such range and gives its documents the ids a whole
+read would (a line belongs to the range holding its first byte).
 """
 
 from __future__ import annotations
@@ -73,6 +77,30 @@ def read_source(
         yield from _read_text(Path(path), max_text_mb)
 
 
+def read_piece(
+    path: str,
+    *,
+    start: int = 0,
+    end: int = -1,
+    first_number: int = 1,
+    text_field: str = "text",
+    max_text_mb: float = MAX_TEXT_MB,
+) -> Iterator[Document]:
+    """The documents of part of a source: the lines starting in bytes [start, end) of a plain
+    JSONL file, or row groups [start, end) of a Parquet file (end -1: to the end), numbered from
+    `first_number`; any other source is read whole."""
+    if start == 0 and end < 0:
+        yield from read_source(path, text_field, max_text_mb)
+        return
+    suffix, codec = split_compression(path)
+    if suffix in JSON_SUFFIXES and codec is None:
+        yield from _read_jsonl(Path(path), text_field, None, start, end, first_number)
+    elif suffix in PARQUET_SUFFIXES:
+        yield from _read_parquet(Path(path), text_field, range(start, end), first_number)
+    else:
+        raise ValueError(f"{path}: only plain JSONL and Parquet files are read in parts")
+
+
 def _read_text(path: Path, max_mb: float) -> Iterator[Document]:
     """A text file is one document; undecodable bytes go to the normaliser as bytes."""
     try:
@@ -97,15 +125,26 @@ def _read_text(path: Path, max_mb: float) -> Iterator[Document]:
     yield Document(id=str(path), text=text, source=str(path), meta={})  # type: ignore[arg-type]
 
 
-def _read_jsonl(path: Path, text_field: str, codec: str | None) -> Iterator[Document]:
+def _read_jsonl(
+    path: Path,
+    text_field: str,
+    codec: str | None,
+    start: int = 0,
+    end: int = -1,
+    first_number: int = 1,
+) -> Iterator[Document]:
     if not path.is_file():
         raise SourceError(f"cannot read {path}: no such file")
     try:
         handle = open_binary(path, codec)
+        if start > 0:  # the line holding byte start - 1 belongs to the range before
+            handle.seek(start - 1)
+            handle.readline()
     except OSError as exc:
         raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    lines = _lines_before(handle, end - handle.tell()) if end >= 0 else handle
     with handle:
-        for number, line in _numbered_lines(handle, path, codec):
+        for number, line in _numbered_lines(lines, path, codec, first_number):
             if not line.strip():
                 continue
             try:
@@ -121,13 +160,23 @@ def _read_jsonl(path: Path, text_field: str, codec: str | None) -> Iterator[Docu
             )
 
 
+def _lines_before(handle, budget: int) -> Iterator[bytes]:
+    """The lines of `handle` that start within the next `budget` bytes."""
+    while budget > 0:
+        line = handle.readline()
+        if not line:
+            return
+        budget -= len(line)
+        yield line
+
+
 def _numbered_lines(
-    handle: Iterator[bytes], path: Path, codec: str | None
+    handle: Iterator[bytes], path: Path, codec: str | None, first_number: int = 1
 ) -> Iterator[tuple[int, bytes]]:
     """(line number, line); a stream that breaks is named with the line where it broke."""
-    number = 0
+    number = first_number - 1
     try:
-        for number, line in enumerate(handle, start=1):
+        for number, line in enumerate(handle, start=first_number):
             yield number, line
     except OSError as exc:
         what = f"corrupt or truncated {codec} file" if codec else "read error"
@@ -146,7 +195,9 @@ def _undecoded(text: str) -> str | bytes:
         return text.encode("utf-8", errors="surrogateescape")
 
 
-def _read_parquet(path: Path, text_field: str) -> Iterator[Document]:
+def _read_parquet(
+    path: Path, text_field: str, row_groups: range | None = None, first_row: int = 1
+) -> Iterator[Document]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -154,8 +205,10 @@ def _read_parquet(path: Path, text_field: str) -> Iterator[Document]:
         parquet = pq.ParquetFile(path)
         if text_field not in parquet.schema_arrow.names:
             raise SourceError(f"{path}: no column {text_field!r}; set data.text_field")
-        row = 0
-        for batch in parquet.iter_batches(batch_size=1024):
+        if row_groups is not None and row_groups.stop < 0:
+            row_groups = range(row_groups.start, parquet.num_row_groups)
+        row = first_row - 1
+        for batch in parquet.iter_batches(batch_size=1024, row_groups=row_groups):
             for record in batch.to_pylist():
                 row += 1
                 meta = {k: v for k, v in record.items() if k not in (text_field, "id")}

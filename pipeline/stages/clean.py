@@ -1,8 +1,9 @@
 """`clean`: raw sources -> normalised, filtered, deduplicated train/val zstd Parquet shards.
 
-The driver streams documents from the sources and hands partitions to Ray tasks that run the
-filter chain (`pipeline/filters/`) on every CPU of the cluster. Exact and MinHash near-duplicates
-are then resolved globally from hashes alone, and each partition writes its share of the shards.
+The driver only plans: it cuts the sources into read units (`sources/read_plan.py`) and Ray
+tasks on every CPU of the cluster read them and run the filter chain (`pipeline/filters/`).
+Exact and MinHash near-duplicates are then resolved globally from hashes alone, and each
+partition writes its share of the shards.
 Every dropped document is recorded with its step and reason (`excluded/`), every removed
 duplicate with the id kept in its place (`duplicates.parquet`), and the counts obey
 documents in = documents kept + documents dropped, by reason.
@@ -14,15 +15,20 @@ import json
 import logging
 import shutil
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from lmforge.pipeline.filters.document import Document
+from lmforge.pipeline.errors import LmforgeError
+from lmforge.pipeline.proc_stats import bytes_read
 from lmforge.pipeline.sources.config import DataConfig
-from lmforge.pipeline.sources.embedded import embedded_documents
-from lmforge.pipeline.sources.files import SourceError, expand_paths, read_source
+from lmforge.pipeline.sources.read_plan import (
+    ReadUnit,
+    count_line_starts,
+    number_lines,
+    plan_reads,
+    ranges_to_count,
+)
 from lmforge.pipeline.stage import StageContext, stage
 from lmforge.pipeline.typed_config import from_mapping
 
@@ -33,60 +39,68 @@ def parse(sections: dict) -> DataConfig:
     return from_mapping(DataConfig, sections["data"], "data")
 
 
-def iter_documents(cfg: DataConfig, counts: Counter) -> Iterator[Document]:
-    """All documents of all sources; unreadable files fail or are skipped per data.on_error.
-
-    A file that breaks part-way (a bad line, a truncated or corrupt compressed stream) is skipped
-    from where it breaks: the complete documents read before stay in the corpus (reading
-    streams, nothing is held back to be undone) and are counted in `docs_before_file_errors`.
-    """
-    if not cfg.paths:
-        yield from embedded_documents()
-        return
-    for path in expand_paths(cfg.paths):
-        read = 0
-        try:
-            for doc in read_source(path, cfg.text_field, cfg.max_text_file_mb):
-                read += 1
-                yield doc
-        except SourceError as exc:
-            if cfg.on_error == "fail":
-                raise
-            log.warning("skipping a source: %s", exc)
-            counts["files_skipped"] += 1
-            counts["docs_before_file_errors"] += read
-
-
-def partitions(cfg: DataConfig, counts: Counter) -> Iterator[list[Document]]:
-    batch: list[Document] = []
-    for doc in iter_documents(cfg, counts):
-        if cfg.max_docs and counts["docs_in"] >= cfg.max_docs:
-            break
-        counts["docs_in"] += 1
-        batch.append(doc)
-        if len(batch) >= cfg.partition_docs:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def run_filter_partitions(cfg: DataConfig, parts_dir: Path, counts: Counter) -> list:
-    """Phase 1 on Ray with bounded documents in flight; results in partition order."""
+def filter_all_units(cfg: DataConfig, parts_dir: Path, counts: Counter) -> list:
+    """Phase 1: plan read units here (sizes and footers only), read and filter them in Ray tasks;
+    results in unit order. Tasks in flight follow the cluster's CPUs as nodes come and go."""
     import ray
 
-    from lmforge.pipeline.filters.partition import filter_partition
+    from lmforge.pipeline.filters.partition import filter_unit
 
-    remote = ray.remote(filter_partition).options(num_cpus=1)
-    max_in_flight = 2 * max(1, int(ray.available_resources().get("CPU", 1)))
-    in_flight, results = [], []
-    for index, batch in enumerate(partitions(cfg, counts)):
-        in_flight.append(remote.remote(batch, cfg, index, str(parts_dir)))
-        if len(in_flight) >= max_in_flight:
-            done, in_flight = ray.wait(in_flight, num_returns=1)
-            results += ray.get(done)
-    results += ray.get(in_flight)
+    units = plan_reads(cfg.paths, max(1, int(cfg.read_split_mb * 2**20)))
+    units = _with_line_numbers(units)
+    counts["read_units"] = len(units)
+    remote = ray.remote(filter_unit).options(num_cpus=1)
+    results = []
+    if cfg.max_docs:  # a cap in corpus order: each unit gets what the units before left over
+        for unit in units:
+            left = cfg.max_docs - sum(r.docs_in for r in results)
+            if left <= 0:
+                break
+            results += _get([remote.remote(unit, cfg, str(parts_dir), left)])
+    else:
+        in_flight: list = []
+        for unit in units:
+            while len(in_flight) >= 2 * _cluster_cpus():
+                done, in_flight = ray.wait(in_flight, num_returns=1)
+                results += _get(done)
+            in_flight.append(remote.remote(unit, cfg, str(parts_dir)))
+        results += _get(in_flight)
+    for r in results:
+        counts["docs_in"] += r.docs_in
+        counts["docs_before_file_errors"] += r.docs_before_file_errors
+    counts["files_skipped"] = len({p for r in results for p in r.skipped_files})
     return sorted(results, key=lambda r: r.index)
+
+
+def _with_line_numbers(units: list[ReadUnit]) -> list[ReadUnit]:
+    """Count the line starts of the byte ranges of big JSONL files in tasks, so each range's
+    documents get the `<file>#<line>` ids of a whole read."""
+    import ray
+
+    ranges = ranges_to_count(units)
+    if not ranges:
+        return units
+    remote = ray.remote(count_line_starts).options(num_cpus=1)
+    found = _get([remote.remote(p.path, p.start, p.end) for p in ranges])
+    return number_lines(units, {(p.path, p.start): n for p, n in zip(ranges, found, strict=True)})
+
+
+def _cluster_cpus() -> int:
+    import ray
+
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def _get(refs: list) -> list:
+    """ray.get, raising a task's own lmforge error (a bad source file) as it is."""
+    import ray
+
+    try:
+        return ray.get(refs)
+    except ray.exceptions.RayTaskError as exc:
+        if isinstance(exc.cause, LmforgeError):
+            raise exc.cause from None
+        raise
 
 
 def resolve_duplicates(cfg: DataConfig, results: list) -> dict[str, tuple[str, str]]:
@@ -122,9 +136,10 @@ def clean(ctx: StageContext) -> dict:
 
     cfg: DataConfig = ctx.config
     counts: Counter = Counter()
+    read_at_start = bytes_read()
     parts_dir = ctx.out_dir / ".parts"
     parts_dir.mkdir()
-    results = run_filter_partitions(cfg, parts_dir, counts)
+    results = filter_all_units(cfg, parts_dir, counts)
     removed = resolve_duplicates(cfg, results)
     remote = ray.remote(shard_partition).options(num_cpus=1)
     removed_ids = ray.put(set(removed))
@@ -172,6 +187,8 @@ def clean(ctx: StageContext) -> dict:
         "files_skipped": counts["files_skipped"],
         "docs_before_file_errors": counts["docs_before_file_errors"],
         "canary_docs": canary_docs,
+        "read_units": counts["read_units"],
+        "coordinator_read_mb": _mb_since(read_at_start, bytes_read()),
         "dropped_by_reason": reasons,
         "dedup_index_bytes_per_doc": 8
         + (index_bytes_per_document(cfg.dedup.near) if cfg.dedup.near.enabled else 0),
@@ -190,6 +207,10 @@ def clean(ctx: StageContext) -> dict:
         }
     )
     return summary
+
+
+def _mb_since(start: int | None, end: int | None) -> float | None:
+    return None if start is None or end is None else round((end - start) / 2**20, 3)
 
 
 def plant_canaries(cfg: DataConfig, out_dir: Path) -> int:
