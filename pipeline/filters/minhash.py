@@ -229,7 +229,7 @@ def _similar(pairs: np.ndarray, signatures: np.ndarray, threshold: float) -> np.
     return pairs[keep]
 
 
-def _components(n: int, edges: np.ndarray) -> np.ndarray:
+def union_find_roots(n: int, edges: np.ndarray) -> np.ndarray:
     """Union-find root of each of n nodes joined by `edges`."""
     parent = list(range(n))
 
@@ -264,7 +264,7 @@ def near_duplicate_clusters(
     valid = signatures[:, 0] != EMPTY
     pairs = _similar(_candidate_pairs(band_keys, rank, valid), signatures, config.threshold)
     # Union-find over ranks, so that each component's root is its smallest id.
-    roots = _components(n, rank[pairs]) if pairs.size else np.arange(n)
+    roots = union_find_roots(n, rank[pairs]) if pairs.size else np.arange(n)
     removed: dict[str, str] = {}
     for r in np.flatnonzero(roots != np.arange(n)).tolist():
         removed[ids[order[r]]] = ids[order[roots[r]]]

@@ -22,6 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lmforge.pipeline.dedup.index import IndexReader, write_unit_index
+from lmforge.pipeline.dedup.resolve import KINDS, remove_list_path
 from lmforge.pipeline.filters.base import DroppedDocument
 from lmforge.pipeline.filters.chain import build_filter_chain, chain_counts, run_chain
 from lmforge.pipeline.filters.dedup_exact import ExactDeduplicator
@@ -40,19 +42,38 @@ PART_SCHEMA = pa.schema(
 EXCLUDED_SCHEMA = pa.schema(
     [(name, pa.string()) for name in ("id", "source", "step", "reason", "snippet")]
 )
+DUPLICATES_SCHEMA = pa.schema(
+    [("id", pa.string()), ("kept_id", pa.string()), ("kind", pa.string())]
+)
+EXCLUDED_DIR = "excluded.parquet"
+"""Every document the chain dropped, one file per read unit (a Parquet dataset directory)."""
+DUPLICATES_DIR = "duplicates.parquet"
+"""Every removed duplicate with the id kept in its place, one file per read unit."""
+
+
+@dataclass(frozen=True, slots=True)
+class CleanDirs:
+    """Where the stage's tasks write: private work directories and the artifact's."""
+
+    parts: str
+    """Survivors of the filter chain, one part file per read unit."""
+    index: str
+    """Each unit's dedup index (`pipeline/dedup/index.py`)."""
+    removals: str
+    """Dedup steps' outputs and each unit's remove list."""
+    out: str
+    """The artifact: shards, `excluded.parquet/` and `duplicates.parquet/`."""
 
 
 @dataclass(slots=True)
 class FilteredPartition:
-    """What phase 1 sends back to the driver: counts and hashes, no texts."""
+    """What phase 1 sends back to the driver: counts only (the dedup index is on disk)."""
 
     index: int
     docs_in: int
     counts: dict[str, dict]
-    ids: list[str]
-    exact_hashes: np.ndarray
-    band_keys: np.ndarray
-    signatures: np.ndarray
+    kept: int
+    """Documents past the chain (rows of the part file and of the dedup index)."""
     skipped_files: list[str] = field(default_factory=list)
     """Sources that could not be read (data.on_error=skip)."""
     docs_before_file_errors: int = 0
@@ -91,8 +112,9 @@ class _UnitReader:
                 self.before_errors += read
 
 
-def filter_unit(unit: ReadUnit, cfg: DataConfig, parts_dir: str, limit: int = 0):
-    """Read `unit`, run the chain over it in batches; keep survivors and exclusions on disk."""
+def filter_unit(unit: ReadUnit, cfg: DataConfig, dirs: CleanDirs, limit: int = 0):
+    """Read `unit`, run the chain over it in batches; keep survivors, exclusions and the unit's
+    dedup index on disk."""
     excluded: list[DroppedDocument] = []
     chain = build_filter_chain(cfg.filters, exclusion_sink=excluded.append)
     exact = ExactDeduplicator(cfg.dedup.exact)
@@ -101,11 +123,14 @@ def filter_unit(unit: ReadUnit, cfg: DataConfig, parts_dir: str, limit: int = 0)
     documents = iter(reader)
     ids: list[str] = []
     hashes, signatures, band_keys = [], [], []
-    directory = Path(parts_dir)
     with (
-        pq.ParquetWriter(part_path(directory, unit.index), PART_SCHEMA, compression="zstd") as kept,
         pq.ParquetWriter(
-            directory / f"excluded-{unit.index:05d}.parquet", EXCLUDED_SCHEMA, compression="zstd"
+            part_path(Path(dirs.parts), unit.index), PART_SCHEMA, compression="zstd"
+        ) as kept,
+        pq.ParquetWriter(
+            Path(dirs.out) / EXCLUDED_DIR / f"part-{unit.index:05d}.parquet",
+            EXCLUDED_SCHEMA,
+            compression="zstd",
         ) as dropped,
     ):
         while batch := list(islice(documents, cfg.partition_docs)):
@@ -131,31 +156,46 @@ def filter_unit(unit: ReadUnit, cfg: DataConfig, parts_dir: str, limit: int = 0)
                 sig, bands = near.signatures(texts)
                 signatures.append(sig)
                 band_keys.append(bands)
-    if near is None or not signatures:
-        width = (cfg.dedup.near.num_perm, cfg.dedup.near.bands) if near else (0, 0)
-        signatures = [np.zeros((len(ids), width[0]), np.uint32)]
-        band_keys = [np.zeros((len(ids), width[1]), np.uint64)]
+    write_unit_index(
+        Path(dirs.index),
+        unit.index,
+        ids,
+        np.concatenate(hashes) if hashes else np.zeros(0, np.uint64),
+        _stacked(signatures, cfg.dedup.near.num_perm, np.uint32) if near else None,
+        _stacked(band_keys, cfg.dedup.near.bands, np.uint64) if near else None,
+    )
     return FilteredPartition(
         index=unit.index,
         docs_in=reader.docs_in,
         counts={name: c.to_dict() for name, c in chain_counts(chain).items()},
-        ids=ids,
-        exact_hashes=np.concatenate(hashes) if hashes else np.zeros(0, np.uint64),
-        band_keys=np.concatenate(band_keys),
-        signatures=np.concatenate(signatures),
+        kept=len(ids),
         skipped_files=reader.skipped,
         docs_before_file_errors=reader.before_errors,
     )
 
 
-def shard_partition(
-    parts_dir: str, index: int, removed: set[str], cfg: DataConfig, out_dir: str
-) -> list[dict]:
-    """Write this partition's kept documents as train/val shards; returns their descriptions."""
-    table = pq.read_table(part_path(Path(parts_dir), index))
+def _stacked(arrays: list[np.ndarray], width: int, dtype) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros((0, width), dtype)
+
+
+def shard_partition(index: int, cfg: DataConfig, dirs: CleanDirs) -> dict:
+    """Write this unit's kept documents as train/val shards and its removed duplicates (with the
+    id kept in their place); returns the shards and the removals by kind."""
+    removal_file = remove_list_path(Path(dirs.removals), index)
+    removed: dict[int, tuple[str, int]] = {}
+    if removal_file.exists():
+        rows, kinds, kept_nodes = np.load(removal_file, allow_pickle=False)
+        kept_ids = IndexReader(dirs.index).ids(kept_nodes)
+        removed = {
+            int(r): (KINDS[int(k)], i.decode("utf-8", errors="surrogateescape"))
+            for r, k, i in zip(rows, kinds, kept_ids, strict=True)
+        }
+    table = pq.read_table(part_path(Path(dirs.parts), index))
     buffers: dict[str, list[dict]] = {"train": [], "val": []}
     sizes = {"train": 0, "val": 0}
     shards: list[dict] = []
+    duplicates: list[dict] = []
+    out_dir = Path(dirs.out)
 
     def flush(split: str) -> None:
         if not buffers[split]:
@@ -163,14 +203,16 @@ def shard_partition(
         name = f"{split}-{index:05d}-{sum(s['split'] == split for s in shards):03d}.parquet"
         pq.write_table(
             pa.Table.from_pylist(buffers[split], schema=SCHEMA),
-            Path(out_dir) / name,
+            out_dir / name,
             compression="zstd",
         )
         shards.append({"file": name, "split": split, "rows": len(buffers[split])})
         buffers[split], sizes[split] = [], 0
 
-    for row in table.to_pylist():
-        if row["id"] in removed:
+    for number, row in enumerate(table.to_pylist()):
+        if number in removed:
+            kind, kept_id = removed[number]
+            duplicates.append({"id": row["id"], "kept_id": kept_id, "kind": kind})
             continue
         meta = json.loads(row["meta"])
         split = split_of(row["id"], cfg.val_fraction)
@@ -187,4 +229,10 @@ def shard_partition(
             flush(split)
     flush("train")
     flush("val")
-    return shards
+    pq.write_table(
+        pa.Table.from_pylist(duplicates, schema=DUPLICATES_SCHEMA),
+        out_dir / DUPLICATES_DIR / f"part-{index:05d}.parquet",
+        compression="zstd",
+    )
+    by_kind = {kind: sum(d["kind"] == kind for d in duplicates) for kind in KINDS.values()}
+    return {"shards": shards, "removed": by_kind}

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from lmforge.pipeline.sources.config import DataConfig
 
 RISKS = (
@@ -18,21 +15,6 @@ RISKS = (
     "street addresses are not redacted.",
     "Copyright status of the sources is not checked.",
 )
-
-
-def write_excluded(parts_dir: Path, out: Path) -> int:
-    """Merge the per-partition exclusion records into one file; returns the row count."""
-    tables = [pq.read_table(p) for p in sorted(parts_dir.glob("excluded-*.parquet"))]
-    table = pa.concat_tables(tables) if tables else pa.table({"id": pa.array([], pa.string())})
-    pq.write_table(table, out, compression="zstd")
-    return table.num_rows
-
-
-def write_duplicates(removed: dict[str, tuple[str, str]], out: Path) -> None:
-    """Every removed duplicate with the id of the document kept in its place."""
-    rows = [{"id": r, "kept_id": k, "kind": kind} for r, (k, kind) in sorted(removed.items())]
-    schema = pa.schema([("id", pa.string()), ("kept_id", pa.string()), ("kind", pa.string())])
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), out, compression="zstd")
 
 
 def _sources(cfg: DataConfig) -> str:

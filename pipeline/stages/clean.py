@@ -16,8 +16,7 @@ import logging
 import shutil
 from collections import Counter
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from lmforge.pipeline.errors import LmforgeError
 from lmforge.pipeline.proc_stats import bytes_read
@@ -32,14 +31,20 @@ from lmforge.pipeline.sources.read_plan import (
 from lmforge.pipeline.stage import StageContext, stage
 from lmforge.pipeline.typed_config import from_mapping
 
+if TYPE_CHECKING:
+    from lmforge.pipeline.filters.partition import CleanDirs
+
 log = logging.getLogger(__name__)
+
+DEDUP_PARTITION_DOCS = 2_000_000
+"""Documents per key range of a dedup task (a range of one band holds 16 bytes a document)."""
 
 
 def parse(sections: dict) -> DataConfig:
     return from_mapping(DataConfig, sections["data"], "data")
 
 
-def filter_all_units(cfg: DataConfig, parts_dir: Path, counts: Counter) -> list:
+def filter_all_units(cfg: DataConfig, dirs: CleanDirs, counts: Counter) -> list:
     """Phase 1: plan read units here (sizes and footers only), read and filter them in Ray tasks;
     results in unit order. Tasks in flight follow the cluster's CPUs as nodes come and go."""
     import ray
@@ -56,14 +61,14 @@ def filter_all_units(cfg: DataConfig, parts_dir: Path, counts: Counter) -> list:
             left = cfg.max_docs - sum(r.docs_in for r in results)
             if left <= 0:
                 break
-            results += _get([remote.remote(unit, cfg, str(parts_dir), left)])
+            results += _get([remote.remote(unit, cfg, dirs, left)])
     else:
         in_flight: list = []
         for unit in units:
             while len(in_flight) >= 2 * _cluster_cpus():
                 done, in_flight = ray.wait(in_flight, num_returns=1)
                 results += _get(done)
-            in_flight.append(remote.remote(unit, cfg, str(parts_dir)))
+            in_flight.append(remote.remote(unit, cfg, dirs))
         results += _get(in_flight)
     for r in results:
         counts["docs_in"] += r.docs_in
@@ -103,65 +108,99 @@ def _get(refs: list) -> list:
         raise
 
 
-def resolve_duplicates(cfg: DataConfig, results: list) -> dict[str, tuple[str, str]]:
-    """removed id -> (kept id, kind), exact first, then near among the remaining documents."""
-    from lmforge.pipeline.filters.dedup_exact import resolve_exact_duplicates
-    from lmforge.pipeline.filters.minhash import near_duplicate_clusters
+def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> None:
+    """Exact, then near duplicates, as tasks over key ranges of the units' indexes on disk;
+    leaves one remove list per unit that loses documents (`pipeline/dedup/`)."""
+    import ray
 
-    ids = [i for r in results for i in r.ids]
-    removed: dict[str, tuple[str, str]] = {}
-    if cfg.dedup.exact.enabled and ids:
-        hashes = np.concatenate([r.exact_hashes for r in results])
-        _, exact = resolve_exact_duplicates(zip(ids, hashes.tolist(), strict=True))
-        removed.update({rid: (kid, "exact_duplicate") for rid, kid in exact.items()})
-    if cfg.dedup.near.enabled and ids:
-        keep = np.array([i not in removed for i in ids])
-        bands = np.concatenate([r.band_keys for r in results])[keep]
-        sigs = np.concatenate([r.signatures for r in results])[keep]
-        kept_ids = [i for i, k in zip(ids, keep, strict=True) if k]
-        near = near_duplicate_clusters(kept_ids, bands, sigs, cfg.dedup.near)
-        removed.update({rid: (kid, "near_duplicate") for rid, kid in near.items()})
-    return removed
+    from lmforge.pipeline.dedup.exact import exact_partition
+    from lmforge.pipeline.dedup.index import key_ranges
+    from lmforge.pipeline.dedup.near import band_partition
+    from lmforge.pipeline.dedup.resolve import resolve
+
+    units = [r.index for r in results]
+    total = sum(r.kept for r in results)
+    if not total or not (cfg.dedup.exact.enabled or cfg.dedup.near.enabled):
+        return
+    ranges = key_ranges(max(1, -(-total // DEDUP_PARTITION_DOCS)))
+    work = Path(dirs.removals)
+    exact_files: list[str] = []
+    if cfg.dedup.exact.enabled:
+        task = ray.remote(exact_partition).options(num_cpus=1)
+        exact_files = [str(work / f"exact-{p:05d}.npy") for p in range(len(ranges))]
+        _get(
+            [
+                task.remote(dirs.index, units, lo, hi, out)
+                for (lo, hi), out in zip(ranges, exact_files, strict=True)
+            ]
+        )
+    edge_files: list[str] = []
+    if cfg.dedup.near.enabled:
+        task = ray.remote(band_partition).options(num_cpus=1)
+        jobs = []
+        for band in range(cfg.dedup.near.bands):
+            for p, (lo, hi) in enumerate(ranges):
+                edge_files.append(str(work / f"edges-b{band:03d}-{p:05d}.npy"))
+                jobs.append(
+                    task.remote(
+                        dirs.index,
+                        units,
+                        band,
+                        lo,
+                        hi,
+                        exact_files,
+                        cfg.dedup.near.threshold,
+                        edge_files[-1],
+                    )
+                )
+        _get(jobs)
+    task = ray.remote(resolve).options(num_cpus=1)
+    _get([task.remote(dirs.index, exact_files, edge_files, dirs.removals)])
 
 
-@stage(name="clean", config=("data",), parse_config=parse, version="2", num_cpus=0)
+@stage(name="clean", config=("data",), parse_config=parse, version="3", num_cpus=0)
 def clean(ctx: StageContext) -> dict:
     import ray
 
     from lmforge.pipeline.filters.base import FilterCounts
     from lmforge.pipeline.filters.chain import dropped_by_reason, merge_chain_counts
     from lmforge.pipeline.filters.minhash import index_bytes_per_document
-    from lmforge.pipeline.filters.partition import shard_partition
-    from lmforge.pipeline.sources.datasheet import write_datasheet, write_duplicates, write_excluded
+    from lmforge.pipeline.filters.partition import (
+        DUPLICATES_DIR,
+        EXCLUDED_DIR,
+        CleanDirs,
+        shard_partition,
+    )
+    from lmforge.pipeline.sources.datasheet import write_datasheet
 
     cfg: DataConfig = ctx.config
     counts: Counter = Counter()
     read_at_start = bytes_read()
-    parts_dir = ctx.out_dir / ".parts"
-    parts_dir.mkdir()
-    results = filter_all_units(cfg, parts_dir, counts)
-    removed = resolve_duplicates(cfg, results)
-    remote = ray.remote(shard_partition).options(num_cpus=1)
-    removed_ids = ray.put(set(removed))
-    shards = [
-        s
-        for part in ray.get(
-            [
-                remote.remote(str(parts_dir), r.index, removed_ids, cfg, str(ctx.out_dir))
-                for r in results
-            ]
-        )
-        for s in part
-    ]
-    write_excluded(parts_dir, ctx.out_dir / "excluded.parquet")
-    write_duplicates(removed, ctx.out_dir / "duplicates.parquet")
-    shutil.rmtree(parts_dir)
+    work = ctx.out_dir / ".work"
+    dirs = CleanDirs(
+        parts=str(work / "parts"),
+        index=str(work / "index"),
+        removals=str(work / "removals"),
+        out=str(ctx.out_dir),
+    )
+    for directory in (dirs.parts, dirs.index, dirs.removals):
+        Path(directory).mkdir(parents=True)
+    (ctx.out_dir / EXCLUDED_DIR).mkdir()
+    (ctx.out_dir / DUPLICATES_DIR).mkdir()
+    results = filter_all_units(cfg, dirs, counts)
+    deduplicate(cfg, dirs, results)
+    task = ray.remote(shard_partition).options(num_cpus=1)
+    written = _get([task.remote(r.index, cfg, dirs) for r in results])
+    shards = [s for part in written for s in part["shards"]]
+    shutil.rmtree(work)
     steps = merge_chain_counts(
         [{k: FilterCounts.from_dict(v) for k, v in r.counts.items()} for r in results]
     )
     reasons = dropped_by_reason(steps)
-    for _, kind in removed.values():
-        reasons[kind] = reasons.get(kind, 0) + 1
+    for part in written:
+        for kind, n in part["removed"].items():
+            if n:
+                reasons[kind] = reasons.get(kind, 0) + n
     rows = {s: sum(x["rows"] for x in shards if x["split"] == s) for s in ("train", "val")}
     docs_out = rows["train"] + rows["val"]
     if counts["docs_in"] != docs_out + sum(reasons.values()):

@@ -1,0 +1,31 @@
+"""Exact duplicates of one range of the hash space, across every unit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from lmforge.pipeline.dedup.groups import equal_key_runs, smallest_id_first
+from lmforge.pipeline.dedup.index import IndexReader
+
+
+def exact_partition(index_dir: str, units: list[int], lo: int, hi: int, out: str) -> int:
+    """Write `out` (.npy, 2 x k int64: removed nodes, the nodes kept in their place) for the
+    documents whose hash lies in [lo, hi); returns k."""
+    reader = IndexReader(index_dir)
+    parts = [reader.exact_range(unit, lo, hi) for unit in units]
+    keys = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
+    nodes = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    removed, kept = [], []
+    for run in equal_key_runs(keys, nodes):
+        ordered = smallest_id_first(reader, run)
+        removed.append(ordered[1:])
+        kept.append(np.full(len(ordered) - 1, ordered[0], np.int64))
+    pairs = (
+        np.stack([np.concatenate(removed), np.concatenate(kept)])
+        if removed
+        else np.zeros((2, 0), np.int64)
+    )
+    np.save(Path(out), pairs)
+    return pairs.shape[1]

@@ -1,0 +1,136 @@
+"""A read unit's dedup index on disk, and random access to the indexes of all units.
+
+`<dir>/u<unit>/` holds (numpy `.npy`, read back with `allow_pickle=False` and memory-mapped):
+
+- `ids.bin` + `id_offsets.npy`: the survivors' ids (UTF-8, concatenated) in row order;
+- `exact_keys.npy` + `exact_rows.npy`: the exact hashes sorted, with their rows;
+- `band_keys.npy` + `band_rows.npy` (bands x documents with a signature): each band's keys
+  sorted, with their rows;
+- `signatures.npy` (rows x num_perm): the MinHash signatures in row order.
+
+A task reads the part of a key range it needs by binary search (`key_range`), a row's id or
+signature by offset, so nothing is loaded whole.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from lmforge.pipeline.filters.minhash import EMPTY
+
+KEY_SPACE = 1 << 64
+ROW_BITS = 32
+
+
+def node_of(unit: int | np.ndarray, row: int | np.ndarray) -> np.ndarray:
+    """unit << 32 | row, as int64 (units and rows below 2**31)."""
+    return (np.asarray(unit, np.int64) << ROW_BITS) | np.asarray(row, np.int64)
+
+
+def split_node(nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return nodes >> ROW_BITS, nodes & ((1 << ROW_BITS) - 1)
+
+
+def unit_dir(directory: Path, unit: int) -> Path:
+    return directory / f"u{unit:06d}"
+
+
+def write_unit_index(
+    directory: Path,
+    unit: int,
+    ids: list[str],
+    exact_hashes: np.ndarray,
+    signatures: np.ndarray | None,
+    band_keys: np.ndarray | None,
+) -> None:
+    """Write one unit's index (`signatures`/`band_keys` None: near dedup is off)."""
+    out = unit_dir(directory, unit)
+    out.mkdir(parents=True, exist_ok=True)
+    encoded = [i.encode("utf-8", errors="surrogateescape") for i in ids]
+    offsets = np.zeros(len(encoded) + 1, np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    (out / "ids.bin").write_bytes(b"".join(encoded))
+    np.save(out / "id_offsets.npy", offsets)
+    order = np.argsort(exact_hashes, kind="stable")
+    np.save(out / "exact_keys.npy", exact_hashes[order].astype(np.uint64))
+    np.save(out / "exact_rows.npy", order.astype(np.uint32))
+    if signatures is None or band_keys is None:
+        return
+    np.save(out / "signatures.npy", np.ascontiguousarray(signatures, np.uint32))
+    valid = np.flatnonzero(signatures[:, 0] != EMPTY) if len(signatures) else np.zeros(0, int)
+    keys = np.ascontiguousarray(band_keys[valid].T, np.uint64)  # bands x valid
+    rows = np.empty(keys.shape, np.uint32)
+    for band in range(keys.shape[0]):
+        order = np.argsort(keys[band], kind="stable")
+        keys[band] = keys[band][order]
+        rows[band] = valid[order]
+    np.save(out / "band_keys.npy", keys)
+    np.save(out / "band_rows.npy", rows)
+
+
+def key_ranges(partitions: int) -> list[tuple[int, int]]:
+    """The 64-bit key space cut into `partitions` equal [lo, hi) ranges."""
+    bounds = [KEY_SPACE * p // partitions for p in range(partitions + 1)]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+class IndexReader:
+    """Memory-mapped access to the indexes of every unit under `directory`."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self._arrays: dict[tuple[int, str], np.ndarray] = {}
+
+    def _array(self, unit: int, name: str) -> np.ndarray:
+        key = (unit, name)
+        if key not in self._arrays:
+            path = unit_dir(self.directory, unit) / name
+            if name == "ids.bin":
+                empty = path.stat().st_size == 0  # numpy cannot map an empty file
+                self._arrays[key] = np.zeros(0, np.uint8) if empty else np.memmap(path, "u1", "r")
+            else:
+                self._arrays[key] = np.load(path, mmap_mode="r", allow_pickle=False)
+        return self._arrays[key]
+
+    def exact_range(self, unit: int, lo: int, hi: int) -> np.ndarray:
+        """(hashes, nodes) of the unit's documents with a hash in [lo, hi)."""
+        keys, rows = self._array(unit, "exact_keys.npy"), self._array(unit, "exact_rows.npy")
+        return self._slice(unit, keys, rows, lo, hi)
+
+    def band_range(self, unit: int, band: int, lo: int, hi: int):
+        """(keys, nodes) of the unit's documents whose key of `band` lies in [lo, hi)."""
+        keys = self._array(unit, "band_keys.npy")
+        rows = self._array(unit, "band_rows.npy")
+        if keys.shape[1] == 0:
+            return np.zeros(0, np.uint64), np.zeros(0, np.int64)
+        return self._slice(unit, keys[band], rows[band], lo, hi)
+
+    @staticmethod
+    def _slice(unit: int, keys: np.ndarray, rows: np.ndarray, lo: int, hi: int):
+        start = int(np.searchsorted(keys, np.uint64(lo), side="left"))
+        stop = len(keys) if hi >= KEY_SPACE else int(np.searchsorted(keys, np.uint64(hi), "left"))
+        return np.array(keys[start:stop]), node_of(unit, np.array(rows[start:stop]))
+
+    def ids(self, nodes: np.ndarray) -> list[bytes]:
+        """The ids of `nodes` (UTF-8 bytes: their order is the order of the strings)."""
+        units, rows = split_node(np.asarray(nodes, np.int64))
+        out = []
+        for unit, row in zip(units.tolist(), rows.tolist(), strict=True):
+            offsets = self._array(unit, "id_offsets.npy")
+            data = self._array(unit, "ids.bin")
+            out.append(bytes(data[int(offsets[row]) : int(offsets[row + 1])]))
+        return out
+
+    def signatures(self, nodes: np.ndarray) -> np.ndarray:
+        """The signatures of `nodes`, row-aligned."""
+        units, rows = split_node(np.asarray(nodes, np.int64))
+        out = None
+        for unit in np.unique(units).tolist():
+            table = self._array(unit, "signatures.npy")
+            if out is None:
+                out = np.empty((len(nodes), table.shape[1]), np.uint32)
+            mask = units == unit
+            out[mask] = table[rows[mask]]
+        return out if out is not None else np.zeros((0, 0), np.uint32)

@@ -1,0 +1,59 @@
+"""Near-duplicate candidates of one LSH band and one key range, across every unit.
+
+As in `filters/minhash.py`: the documents sharing the band's key form a run; its smallest id is
+the anchor and each other member a candidate pair with it, kept as an edge when the two
+signatures agree on at least `threshold` of their values (0: every candidate is an edge).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from lmforge.pipeline.dedup.groups import equal_key_runs, smallest_id_first
+from lmforge.pipeline.dedup.index import IndexReader
+
+VERIFY_CHUNK = 65536
+
+
+def band_partition(
+    index_dir: str,
+    units: list[int],
+    band: int,
+    lo: int,
+    hi: int,
+    exact_removed: list[str],
+    threshold: float,
+    out: str,
+) -> int:
+    """Write `out` (.npy, 2 x k int64: anchor and member nodes of each edge); returns k.
+
+    `exact_removed`: the exact step's outputs; those documents take no part, as in memory.
+    """
+    reader = IndexReader(index_dir)
+    parts = [reader.band_range(unit, band, lo, hi) for unit in units]
+    keys = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
+    nodes = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    if exact_removed and len(nodes):
+        gone = np.concatenate([np.load(f, allow_pickle=False)[0] for f in exact_removed])
+        keep = ~np.isin(nodes, gone)
+        keys, nodes = keys[keep], nodes[keep]
+    anchors, members = [], []
+    for run in equal_key_runs(keys, nodes):
+        ordered = smallest_id_first(reader, run)
+        anchors.append(np.full(len(ordered) - 1, ordered[0], np.int64))
+        members.append(ordered[1:])
+    if not anchors:
+        np.save(Path(out), np.zeros((2, 0), np.int64))
+        return 0
+    edges = np.stack([np.concatenate(anchors), np.concatenate(members)])
+    if threshold > 0:
+        keep = np.empty(edges.shape[1], bool)
+        for start in range(0, edges.shape[1], VERIFY_CHUNK):
+            chunk = edges[:, start : start + VERIFY_CHUNK]
+            equal = reader.signatures(chunk[0]) == reader.signatures(chunk[1])
+            keep[start : start + VERIFY_CHUNK] = equal.mean(axis=1) >= threshold
+        edges = edges[:, keep]
+    np.save(Path(out), edges)
+    return edges.shape[1]
