@@ -133,37 +133,48 @@ def tokenize_text(args: argparse.Namespace, config: dict) -> int:
 
 
 def inspect_clean(args: argparse.Namespace, config: dict) -> int:
-    """Sampled documents each filter removed, and duplicates with the document kept."""
-    import pyarrow.parquet as pq
+    """Sampled documents each filter removed, and duplicates with the document kept.
 
+    Reads the records file by file, batch by batch, keeping counts and `--limit` rows per group,
+    so a corpus with a billion removals is inspected in bounded memory."""
     artifact = _artifact(config, args.run, "clean")
-    excluded = pq.read_table(artifact / "excluded.parquet").to_pylist()
-    duplicates = pq.read_table(artifact / "duplicates.parquet").to_pylist()
-    for row in duplicates:
-        excluded.append(
-            {
+    wanted = args.filter
+    counts: dict[tuple[str, str], int] = {}
+    samples: dict[tuple[str, str], list[dict]] = {}
+    for row in _removal_records(artifact):
+        group = (row["step"], row["reason"])
+        if wanted and wanted not in group:
+            continue
+        counts[group] = counts.get(group, 0) + 1
+        kept = samples.setdefault(group, [])
+        if len(kept) < args.limit:
+            kept.append(row)
+    if not counts:
+        print(f"no document was removed{f' by {wanted}' if wanted else ''} in {artifact}")
+        return 0
+    for group, n in sorted(counts.items(), key=lambda kv: -kv[1]):
+        print(f"== {group[0]} / {group[1]}: {n} documents")
+        for row in samples[group]:
+            snippet = " ".join(str(row["snippet"]).split())[:160]
+            print(f"  {row['id']}: {snippet}")
+    return 0
+
+
+def _removal_records(artifact: Path):
+    """Every excluded document, then every removed duplicate, as rows of the excluded schema."""
+    import pyarrow.dataset as ds
+
+    for batch in ds.dataset(artifact / "excluded.parquet", format="parquet").to_batches():
+        yield from batch.to_pylist()
+    for batch in ds.dataset(artifact / "duplicates.parquet", format="parquet").to_batches():
+        for row in batch.to_pylist():
+            yield {
                 "id": row["id"],
                 "step": "dedup",
                 "reason": row["kind"],
                 "snippet": f"(same as {row['kept_id']})",
                 "source": "",
             }
-        )
-    wanted = args.filter
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for row in excluded:
-        if wanted and wanted not in (row["step"], row["reason"]):
-            continue
-        groups.setdefault((row["step"], row["reason"]), []).append(row)
-    if not groups:
-        print(f"no document was removed{f' by {wanted}' if wanted else ''} in {artifact}")
-        return 0
-    for (step, reason), rows in sorted(groups.items(), key=lambda kv: -len(kv[1])):
-        print(f"== {step} / {reason}: {len(rows)} documents")
-        for row in rows[: args.limit]:
-            snippet = " ".join(str(row["snippet"]).split())[:160]
-            print(f"  {row['id']}: {snippet}")
-    return 0
 
 
 def eval_perplexity(args: argparse.Namespace, config: dict) -> int:

@@ -42,6 +42,11 @@ PART_SCHEMA = pa.schema(
 EXCLUDED_SCHEMA = pa.schema(
     [(name, pa.string()) for name in ("id", "source", "step", "reason", "snippet")]
 )
+GROUP_SHARE = 1 / 16
+"""A kept file's row group holds about this share of an output shard, so shards cut at row-group
+boundaries land within a few % of `data.shard_mb`."""
+TEXT_TO_ZSTD = 3.0
+"""About how much larger UTF-8 text is than its zstd Parquet (only sizes row groups)."""
 DUPLICATES_SCHEMA = pa.schema(
     [("id", pa.string()), ("kept_id", pa.string()), ("kind", pa.string())]
 )
@@ -178,61 +183,84 @@ def _stacked(arrays: list[np.ndarray], width: int, dtype) -> np.ndarray:
     return np.concatenate(arrays) if arrays else np.zeros((0, width), dtype)
 
 
-def shard_partition(index: int, cfg: DataConfig, dirs: CleanDirs) -> dict:
-    """Write this unit's kept documents as train/val shards and its removed duplicates (with the
-    id kept in their place); returns the shards and the removals by kind."""
-    removal_file = remove_list_path(Path(dirs.removals), index)
-    removed: dict[int, tuple[str, int]] = {}
-    if removal_file.exists():
-        rows, kinds, kept_nodes = np.load(removal_file, allow_pickle=False)
-        kept_ids = IndexReader(dirs.index).ids(kept_nodes)
-        removed = {
-            int(r): (KINDS[int(k)], i.decode("utf-8", errors="surrogateescape"))
-            for r, k, i in zip(rows, kinds, kept_ids, strict=True)
-        }
-    table = pq.read_table(part_path(Path(dirs.parts), index))
+def kept_path(parts_dir: str | Path, index: int, split: str) -> Path:
+    return Path(parts_dir) / f"kept-{index:05d}-{split}.parquet"
+
+
+def split_unit(index: int, cfg: DataConfig, dirs: CleanDirs) -> dict:
+    """Drop this unit's duplicates (recorded with the id kept in their place) and write its kept
+    documents, train and val apart, in row groups small enough for `plan_shards` to cut output
+    shards near `data.shard_mb`; returns the removals by kind and each split's row groups as
+    (rows, compressed bytes)."""
+    removed = _removed_rows(index, dirs)
+    group_bytes = max(1, int(cfg.shard_mb * 2**20 * GROUP_SHARE * TEXT_TO_ZSTD))
+    writers = {
+        split: pq.ParquetWriter(kept_path(dirs.parts, index, split), SCHEMA, compression="zstd")
+        for split in ("train", "val")
+    }
     buffers: dict[str, list[dict]] = {"train": [], "val": []}
     sizes = {"train": 0, "val": 0}
-    shards: list[dict] = []
     duplicates: list[dict] = []
-    out_dir = Path(dirs.out)
+    row_number = 0
 
     def flush(split: str) -> None:
-        if not buffers[split]:
-            return
-        name = f"{split}-{index:05d}-{sum(s['split'] == split for s in shards):03d}.parquet"
-        pq.write_table(
-            pa.Table.from_pylist(buffers[split], schema=SCHEMA),
-            out_dir / name,
-            compression="zstd",
-        )
-        shards.append({"file": name, "split": split, "rows": len(buffers[split])})
+        if buffers[split]:
+            writers[split].write_table(
+                pa.Table.from_pylist(buffers[split], schema=SCHEMA), row_group_size=1 << 30
+            )
         buffers[split], sizes[split] = [], 0
 
-    for number, row in enumerate(table.to_pylist()):
-        if number in removed:
-            kind, kept_id = removed[number]
-            duplicates.append({"id": row["id"], "kept_id": kept_id, "kind": kind})
-            continue
-        meta = json.loads(row["meta"])
-        split = split_of(row["id"], cfg.val_fraction)
-        buffers[split].append(
-            {
-                **row,
-                "n_chars": len(row["text"]),
-                "split": split,
-                "lang": str(meta.get("language", "")),
-            }
-        )
-        sizes[split] += len(row["text"].encode("utf-8"))
-        if len(buffers[split]) >= cfg.docs_per_shard or sizes[split] >= cfg.max_shard_mb * 2**20:
-            flush(split)
-    flush("train")
-    flush("val")
+    part = pq.ParquetFile(part_path(Path(dirs.parts), index))
+    for batch in part.iter_batches(batch_size=cfg.partition_docs):
+        for row in batch.to_pylist():
+            number, row_number = row_number, row_number + 1
+            if number in removed:
+                kind, kept_id = removed[number]
+                duplicates.append({"id": row["id"], "kept_id": kept_id, "kind": kind})
+                continue
+            split = split_of(row["id"], cfg.val_fraction)
+            meta = json.loads(row["meta"])
+            buffers[split].append(
+                {
+                    **row,
+                    "n_chars": len(row["text"]),
+                    "split": split,
+                    "lang": str(meta.get("language", "")),
+                }
+            )
+            sizes[split] += len(row["text"].encode("utf-8", errors="surrogateescape"))
+            if sizes[split] >= group_bytes:
+                flush(split)
+    groups = {}
+    for split, writer in writers.items():
+        flush(split)
+        writer.close()
+        meta = pq.read_metadata(kept_path(dirs.parts, index, split))
+        groups[split] = [
+            (meta.row_group(g).num_rows, _compressed_bytes(meta.row_group(g)))
+            for g in range(meta.num_row_groups)
+        ]
     pq.write_table(
         pa.Table.from_pylist(duplicates, schema=DUPLICATES_SCHEMA),
-        out_dir / DUPLICATES_DIR / f"part-{index:05d}.parquet",
+        Path(dirs.out) / DUPLICATES_DIR / f"part-{index:05d}.parquet",
         compression="zstd",
     )
     by_kind = {kind: sum(d["kind"] == kind for d in duplicates) for kind in KINDS.values()}
-    return {"shards": shards, "removed": by_kind}
+    return {"removed": by_kind, "groups": groups}
+
+
+def _removed_rows(index: int, dirs: CleanDirs) -> dict[int, tuple[str, str]]:
+    """row -> (kind, kept id) of this unit's removed duplicates."""
+    removal_file = remove_list_path(Path(dirs.removals), index)
+    if not removal_file.exists():
+        return {}
+    rows, kinds, kept_nodes = np.load(removal_file, allow_pickle=False)
+    kept_ids = IndexReader(dirs.index).ids(kept_nodes)
+    return {
+        int(r): (KINDS[int(k)], i.decode("utf-8", errors="surrogateescape"))
+        for r, k, i in zip(rows, kinds, kept_ids, strict=True)
+    }
+
+
+def _compressed_bytes(group) -> int:
+    return sum(group.column(c).total_compressed_size for c in range(group.num_columns))

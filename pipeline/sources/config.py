@@ -44,10 +44,8 @@ class DataConfig:
     "Field or column holding the text in JSONL/Parquet/`datasets` sources."
     val_fraction: float = 0.05
     "Share of documents (by hash of the id) in the validation split."
-    docs_per_shard: int = 5000
-    "Rows per output Parquet shard at most."
-    max_shard_mb: float = 256.0
-    "Text megabytes per output Parquet shard at most."
+    shard_mb: float = 128.0
+    "Target size of an output Parquet shard (compressed file bytes); the last of a split is less."
     partition_docs: int = 2000
     "Documents a filter task runs through the chain at a time (its memory, not its size)."
     read_split_mb: float = 64.0
@@ -68,8 +66,8 @@ class DataConfig:
     def __post_init__(self) -> None:
         if not 0.0 < self.val_fraction < 1.0:
             raise ValueError(f"data.val_fraction must be in (0, 1), got {self.val_fraction}")
-        if self.docs_per_shard <= 0 or self.partition_docs <= 0 or self.max_shard_mb <= 0:
-            raise ValueError("data.docs_per_shard, partition_docs and max_shard_mb must be > 0")
+        if self.partition_docs <= 0 or self.shard_mb <= 0:
+            raise ValueError("data.partition_docs and data.shard_mb must be > 0")
         if self.max_text_file_mb <= 0:
             raise ValueError("data.max_text_file_mb must be > 0")
         if self.read_split_mb <= 0:

@@ -169,8 +169,9 @@ def clean(ctx: StageContext) -> dict:
         DUPLICATES_DIR,
         EXCLUDED_DIR,
         CleanDirs,
-        shard_partition,
+        split_unit,
     )
+    from lmforge.pipeline.filters.shard_output import plan_shards, write_shard
     from lmforge.pipeline.sources.datasheet import write_datasheet
 
     cfg: DataConfig = ctx.config
@@ -189,9 +190,14 @@ def clean(ctx: StageContext) -> dict:
     (ctx.out_dir / DUPLICATES_DIR).mkdir()
     results = filter_all_units(cfg, dirs, counts)
     deduplicate(cfg, dirs, results)
-    task = ray.remote(shard_partition).options(num_cpus=1)
+    task = ray.remote(split_unit).options(num_cpus=1)
     written = _get([task.remote(r.index, cfg, dirs) for r in results])
-    shards = [s for part in written for s in part["shards"]]
+    plans = plan_shards(
+        {r.index: part["groups"] for r, part in zip(results, written, strict=True)},
+        max(1, int(cfg.shard_mb * 2**20)),
+    )
+    task = ray.remote(write_shard).options(num_cpus=1)
+    shards = _get([task.remote(plan, dirs.parts, dirs.out) for plan in plans])
     shutil.rmtree(work)
     steps = merge_chain_counts(
         [{k: FilterCounts.from_dict(v) for k, v in r.counts.items()} for r in results]

@@ -137,3 +137,16 @@ def test_the_trained_model_loads_back_from_its_mlflow_run(first_run, monkeypatch
     assert isinstance(completion, str) and completion
     logged = mlflow.get_logged_model(uri.split("/")[-1])
     assert logged.source_run_id == states["pretrain"]["mlflow_run_id"]
+
+
+def test_inspect_clean_counts_every_removal_and_shows_at_most_limit_each(first_run):
+    workdir, _, _ = first_run
+    dropped = summary(workdir, "clean")["dropped_by_reason"]
+    proc = lmforge("inspect", "clean", "--limit", "2", *TINY, f"workdir={workdir}")
+    shown = {
+        reason: int(n)
+        for reason, n in re.findall(r"^== \S+ / (\S+): (\d+) documents$", proc.stdout, re.M)
+    }
+    assert shown == {reason: n for reason, n in dropped.items() if n}
+    blocks = re.split(r"^== .*$", proc.stdout, flags=re.M)[1:]
+    assert all(0 < len([ln for ln in b.splitlines() if ln.startswith("  ")]) <= 2 for b in blocks)

@@ -209,8 +209,9 @@ def test_parquet_and_datasets_sources_keep_ids_sources_and_metadata(run_stage, t
 
 
 def test_a_big_jsonl_file_is_read_by_several_tasks_as_if_read_whole(run_stage, tmp_path):
-    """Byte ranges of one file go to >= 4 tasks; the shards equal a one-task read's, and the
-    coordinator itself reads a small part of the input."""
+    """Byte ranges of one file go to >= 4 tasks; the shards hold what a one-task read's hold, are
+    cut near data.shard_mb across the tasks, and the coordinator itself reads a small part of
+    the input."""
     rng = random.Random(1)
     words = [w for t in TOPICS * 8 for w in rng.sample(t.split(" "), len(t.split(" ")))]
     texts = [" ".join(words[i : i + 2000]) for i in range(0, len(words), 2000)]
@@ -222,11 +223,18 @@ def test_a_big_jsonl_file_is_read_by_several_tasks_as_if_read_whole(run_stage, t
         rows = [r for p in artifact.glob("*-*.parquet") for r in pq.read_table(p).to_pylist()]
         return sorted((r["id"], r["split"], r["text"]) for r in rows)
 
-    whole, one = run_stage("clean", [*paths(data), "data.read_split_mb=64"])
-    split, many = run_stage("clean", [*paths(data), f"data.read_split_mb={size_mb / 5:.4f}"])
+    target = 0.1
+    sizes = [*paths(data), f"data.shard_mb={target}"]
+    whole, one = run_stage("clean", [*sizes, "data.read_split_mb=64"])
+    split, many = run_stage("clean", [*sizes, f"data.read_split_mb={size_mb / 5:.4f}"])
     assert one["read_units"] == 1 and many["read_units"] >= 4
     assert many["docs_in"] == one["docs_in"] == len(texts)
     assert shards(split) == shards(whole) and len(shards(whole)) > len(texts) / 2
     assert f"{data}#1" in {row[0] for row in shards(whole)}
     assert many["dropped_by_reason"] == one["dropped_by_reason"]
     assert many["coordinator_read_mb"] < size_mb / 4
+    for split_name in ("train", "val"):
+        files = sorted(split.glob(f"{split_name}-*.parquet"))
+        inner = [f.stat().st_size / 2**20 for f in files[:-1]]  # the last of a split aside
+        near = [abs(mb - target) <= 0.25 * target for mb in inner]
+        assert inner and sum(near) >= 0.9 * len(near), (split_name, inner)

@@ -1,0 +1,69 @@
+"""Output shards of a target size, cut across read units: `clean`'s last step.
+
+Each unit's kept documents sit in small row groups (`partition.split_unit`); `plan_shards` walks
+them in corpus order and closes a shard where its compressed size comes nearest `data.shard_mb`, so
+shard sizes do not depend on how the corpus was cut into tasks; `write_shard` (a task) copies its
+row groups into one file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from lmforge.pipeline.filters.partition import kept_path
+from lmforge.pipeline.sources.parquet_shards import SCHEMA
+
+
+@dataclass(frozen=True, slots=True)
+class ShardPlan:
+    """One output shard: its file name and the (unit, row groups) it copies, in order."""
+
+    name: str
+    split: str
+    groups: tuple[tuple[int, tuple[int, ...]], ...]
+    rows: int
+    estimated_bytes: int
+
+
+def plan_shards(
+    groups_by_unit: dict[int, dict[str, list[tuple[int, int]]]], target_bytes: int
+) -> list[ShardPlan]:
+    """Shards of each split, from every unit's row groups as (rows, compressed bytes)."""
+    plans: list[ShardPlan] = []
+    for split in ("train", "val"):
+        runs: list[list[tuple[int, int, int, int]]] = [[]]  # (unit, group, rows, bytes)
+        size = 0
+        for unit in sorted(groups_by_unit):
+            for group, (rows, nbytes) in enumerate(groups_by_unit[unit].get(split, [])):
+                if runs[-1] and size + nbytes / 2 > target_bytes:  # nearer the target without
+                    runs.append([])
+                    size = 0
+                runs[-1].append((unit, group, rows, nbytes))
+                size += nbytes
+        for number, run in enumerate(r for r in runs if r):
+            by_unit: dict[int, list[int]] = {}
+            for unit, group, _, _ in run:
+                by_unit.setdefault(unit, []).append(group)
+            plans.append(
+                ShardPlan(
+                    name=f"{split}-{number:05d}.parquet",
+                    split=split,
+                    groups=tuple((u, tuple(g)) for u, g in by_unit.items()),
+                    rows=sum(g[2] for g in run),
+                    estimated_bytes=sum(g[3] for g in run),
+                )
+            )
+    return plans
+
+
+def write_shard(plan: ShardPlan, parts_dir: str, out_dir: str) -> dict:
+    """Copy the plan's row groups into `out_dir/<name>`; returns its description."""
+    with pq.ParquetWriter(Path(out_dir) / plan.name, SCHEMA, compression="zstd") as writer:
+        for unit, groups in plan.groups:
+            source = pq.ParquetFile(kept_path(parts_dir, unit, plan.split))
+            for group in groups:
+                writer.write_table(source.read_row_group(group), row_group_size=1 << 30)
+    return {"file": plan.name, "split": plan.split, "rows": plan.rows}
