@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from lmforge.pipeline.dedup.groups import equal_key_runs, smallest_id_first
 from lmforge.pipeline.dedup.index import IndexReader
+from lmforge.pipeline.task_markers import save_array
 
 
 def exact_partition(index_dir: str, units: list[int], lo: int, hi: int, out: str) -> int:
@@ -27,5 +26,5 @@ def exact_partition(index_dir: str, units: list[int], lo: int, hi: int, out: str
         if removed
         else np.zeros((2, 0), np.int64)
     )
-    np.save(Path(out), pairs)
+    save_array(out, pairs)
     return pairs.shape[1]

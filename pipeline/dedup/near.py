@@ -7,12 +7,11 @@ signatures agree on at least `threshold` of their values (0: every candidate is 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from lmforge.pipeline.dedup.groups import equal_key_runs, smallest_id_first
 from lmforge.pipeline.dedup.index import IndexReader
+from lmforge.pipeline.task_markers import save_array
 
 VERIFY_CHUNK = 65536
 
@@ -45,7 +44,7 @@ def band_partition(
         anchors.append(np.full(len(ordered) - 1, ordered[0], np.int64))
         members.append(ordered[1:])
     if not anchors:
-        np.save(Path(out), np.zeros((2, 0), np.int64))
+        save_array(out, np.zeros((2, 0), np.int64))
         return 0
     edges = np.stack([np.concatenate(anchors), np.concatenate(members)])
     if threshold > 0:
@@ -55,5 +54,5 @@ def band_partition(
             equal = reader.signatures(chunk[0]) == reader.signatures(chunk[1])
             keep[start : start + VERIFY_CHUNK] = equal.mean(axis=1) >= threshold
         edges = edges[:, keep]
-    np.save(Path(out), edges)
+    save_array(out, edges)
     return edges.shape[1]

@@ -11,6 +11,7 @@ import numpy as np
 
 from lmforge.pipeline.dedup.index import IndexReader, split_node
 from lmforge.pipeline.filters.minhash import union_find_roots
+from lmforge.pipeline.task_markers import save_array
 
 EXACT, NEAR = 0, 1
 KINDS = {EXACT: "exact_duplicate", NEAR: "near_duplicate"}
@@ -55,5 +56,5 @@ def resolve(index_dir: str, exact_files: list[str], edge_files: list[str], out_d
     for start, stop in zip(starts, [*starts[1:], len(order)], strict=True):
         pick = order[start:stop]
         rows_kinds_kept = np.stack([rows[pick], kinds[pick], kept[pick]])
-        np.save(remove_list_path(out, int(units[pick[0]])), rows_kinds_kept)
+        save_array(remove_list_path(out, int(units[pick[0]])), rows_kinds_kept)
     return {name: int((kinds == kind).sum()) for kind, name in KINDS.items()}

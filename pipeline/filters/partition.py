@@ -33,6 +33,7 @@ from lmforge.pipeline.sources.config import DataConfig
 from lmforge.pipeline.sources.files import SourceError
 from lmforge.pipeline.sources.parquet_shards import SCHEMA, split_of
 from lmforge.pipeline.sources.read_plan import ReadUnit, read_documents
+from lmforge.pipeline.task_markers import mark_done
 
 log = logging.getLogger(__name__)
 
@@ -58,16 +59,57 @@ DUPLICATES_DIR = "duplicates.parquet"
 
 @dataclass(frozen=True, slots=True)
 class CleanDirs:
-    """Where the stage's tasks write: private work directories and the artifact's."""
+    """The stage's work directory, kept across an interruption so a rerun resumes from it."""
 
-    parts: str
-    """Survivors of the filter chain, one part file per read unit."""
-    index: str
-    """Each unit's dedup index (`pipeline/dedup/index.py`)."""
-    removals: str
-    """Dedup steps' outputs and each unit's remove list."""
-    out: str
-    """The artifact: shards, `excluded.parquet/` and `duplicates.parquet/`."""
+    root: str
+
+    def _sub(self, name: str) -> str:
+        return str(Path(self.root) / name)
+
+    @property
+    def parts(self) -> str:
+        """Survivors of the filter chain (one part file per read unit), then kept documents."""
+        return self._sub("parts")
+
+    @property
+    def index(self) -> str:
+        """Each unit's dedup index (`pipeline/dedup/index.py`)."""
+        return self._sub("index")
+
+    @property
+    def removals(self) -> str:
+        """Dedup steps' outputs and each unit's remove list."""
+        return self._sub("removals")
+
+    @property
+    def excluded(self) -> str:
+        """The artifact's `excluded.parquet/`, one file per unit."""
+        return self._sub("excluded")
+
+    @property
+    def duplicates(self) -> str:
+        """The artifact's `duplicates.parquet/`, one file per unit."""
+        return self._sub("duplicates")
+
+    @property
+    def shards(self) -> str:
+        """The artifact's output shards."""
+        return self._sub("shards")
+
+    @property
+    def done(self) -> str:
+        """Completion markers of finished tasks (`pipeline/task_markers.py`)."""
+        return self._sub("done")
+
+    def make(self) -> None:
+        for name in ("parts", "index", "removals", "excluded", "duplicates", "shards", "done"):
+            Path(self._sub(name)).mkdir(parents=True, exist_ok=True)
+
+    def filter_marker(self, unit: int) -> Path:
+        return Path(self.done) / f"filter-{unit:05d}.json"
+
+    def split_marker(self, unit: int) -> Path:
+        return Path(self.done) / f"split-{unit:05d}.json"
 
 
 @dataclass(slots=True)
@@ -133,7 +175,7 @@ def filter_unit(unit: ReadUnit, cfg: DataConfig, dirs: CleanDirs, limit: int = 0
             part_path(Path(dirs.parts), unit.index), PART_SCHEMA, compression="zstd"
         ) as kept,
         pq.ParquetWriter(
-            Path(dirs.out) / EXCLUDED_DIR / f"part-{unit.index:05d}.parquet",
+            Path(dirs.excluded) / f"part-{unit.index:05d}.parquet",
             EXCLUDED_SCHEMA,
             compression="zstd",
         ) as dropped,
@@ -169,7 +211,7 @@ def filter_unit(unit: ReadUnit, cfg: DataConfig, dirs: CleanDirs, limit: int = 0
         _stacked(signatures, cfg.dedup.near.num_perm, np.uint32) if near else None,
         _stacked(band_keys, cfg.dedup.near.bands, np.uint64) if near else None,
     )
-    return FilteredPartition(
+    result = FilteredPartition(
         index=unit.index,
         docs_in=reader.docs_in,
         counts={name: c.to_dict() for name, c in chain_counts(chain).items()},
@@ -177,6 +219,8 @@ def filter_unit(unit: ReadUnit, cfg: DataConfig, dirs: CleanDirs, limit: int = 0
         skipped_files=reader.skipped,
         docs_before_file_errors=reader.before_errors,
     )
+    mark_done(dirs.filter_marker(unit.index), asdict(result))
+    return result
 
 
 def _stacked(arrays: list[np.ndarray], width: int, dtype) -> np.ndarray:
@@ -242,11 +286,13 @@ def split_unit(index: int, cfg: DataConfig, dirs: CleanDirs) -> dict:
         ]
     pq.write_table(
         pa.Table.from_pylist(duplicates, schema=DUPLICATES_SCHEMA),
-        Path(dirs.out) / DUPLICATES_DIR / f"part-{index:05d}.parquet",
+        Path(dirs.duplicates) / f"part-{index:05d}.parquet",
         compression="zstd",
     )
     by_kind = {kind: sum(d["kind"] == kind for d in duplicates) for kind in KINDS.values()}
-    return {"removed": by_kind, "groups": groups}
+    result = {"removed": by_kind, "groups": groups}
+    mark_done(dirs.split_marker(index), result)
+    return result
 
 
 def _removed_rows(index: int, dirs: CleanDirs) -> dict[int, tuple[str, str]]:

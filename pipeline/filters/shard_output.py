@@ -8,6 +8,7 @@ row groups into one file.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,11 +60,19 @@ def plan_shards(
     return plans
 
 
+def shard_description(plan: ShardPlan) -> dict:
+    return {"file": plan.name, "split": plan.split, "rows": plan.rows}
+
+
 def write_shard(plan: ShardPlan, parts_dir: str, out_dir: str) -> dict:
-    """Copy the plan's row groups into `out_dir/<name>`; returns its description."""
-    with pq.ParquetWriter(Path(out_dir) / plan.name, SCHEMA, compression="zstd") as writer:
+    """Copy the plan's row groups into `out_dir/<name>` (which exists only once whole); returns
+    its description."""
+    target = Path(out_dir) / plan.name
+    partial = target.with_name(f".{plan.name}.partial-{os.getpid()}")
+    with pq.ParquetWriter(partial, SCHEMA, compression="zstd") as writer:
         for unit, groups in plan.groups:
             source = pq.ParquetFile(kept_path(parts_dir, unit, plan.split))
             for group in groups:
                 writer.write_table(source.read_row_group(group), row_group_size=1 << 30)
-    return {"file": plan.name, "split": plan.split, "rows": plan.rows}
+    os.replace(partial, target)
+    return shard_description(plan)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +31,7 @@ from lmforge.pipeline.sources.read_plan import (
     ranges_to_count,
 )
 from lmforge.pipeline.stage import StageContext, stage
+from lmforge.pipeline.task_markers import done_result, mark_done
 from lmforge.pipeline.typed_config import from_mapping
 
 if TYPE_CHECKING:
@@ -44,27 +47,73 @@ def parse(sections: dict) -> DataConfig:
     return from_mapping(DataConfig, sections["data"], "data")
 
 
-def filter_all_units(cfg: DataConfig, dirs: CleanDirs, counts: Counter) -> list:
-    """Phase 1: plan read units here (sizes and footers only), read and filter them in Ray tasks;
-    results in unit order. Tasks in flight follow the cluster's CPUs as nodes come and go."""
+def plan_units(cfg: DataConfig) -> list[ReadUnit]:
+    """The read units, JSONL ranges numbered (sizes, footers and line counts: no document)."""
+    units = plan_reads(cfg.paths, max(1, int(cfg.read_split_mb * 2**20)))
+    return _with_line_numbers(units)
+
+
+def plan_record(units: list[ReadUnit]) -> dict:
+    """What a resumed run must find unchanged: the units, and each source file's size and
+    modification time."""
+    files = {}
+    for unit in units:
+        for piece in unit.pieces:
+            if Path(piece.path).is_file():
+                stat = Path(piece.path).stat()
+                files[piece.path] = [stat.st_size, stat.st_mtime_ns]
+    return json.loads(json.dumps({"units": [asdict(u) for u in units], "files": files}))
+
+
+def open_work_dir(ctx: StageContext, record: dict) -> CleanDirs:
+    """The key's work directory, resumed when an earlier run of the same plan left one."""
+    from lmforge.pipeline.filters.partition import CleanDirs
+
+    root = ctx.workdir / "resume" / "clean" / ctx.key
+    if root.exists() and done_result(root / "plan.json") != record:
+        log.warning("clean: the sources changed since the interrupted run; starting over")
+        shutil.rmtree(root)
+    elif root.exists():
+        log.info("clean: resuming the interrupted run's finished tasks from %s", root)
+    dirs = CleanDirs(str(root))
+    dirs.make()
+    mark_done(root / "plan.json", record)
+    return dirs
+
+
+def filter_all_units(
+    cfg: DataConfig, dirs: CleanDirs, units: list[ReadUnit], counts: Counter
+) -> list:
+    """Phase 1: read and filter the units in Ray tasks, reusing those an interrupted run
+    finished; results in unit order. Tasks in flight follow the cluster's CPUs as nodes come
+    and go."""
     import ray
 
-    from lmforge.pipeline.filters.partition import filter_unit
+    from lmforge.pipeline.filters.partition import FilteredPartition, filter_unit
 
-    units = plan_reads(cfg.paths, max(1, int(cfg.read_split_mb * 2**20)))
-    units = _with_line_numbers(units)
     counts["read_units"] = len(units)
     remote = ray.remote(filter_unit).options(num_cpus=1)
     results = []
+
+    def finished(unit: ReadUnit) -> FilteredPartition | None:
+        record = done_result(dirs.filter_marker(unit.index))
+        if record is None:
+            return None
+        counts["units_resumed"] += 1
+        return FilteredPartition(**record)
+
     if cfg.max_docs:  # a cap in corpus order: each unit gets what the units before left over
         for unit in units:
             left = cfg.max_docs - sum(r.docs_in for r in results)
             if left <= 0:
                 break
-            results += _get([remote.remote(unit, cfg, dirs, left)])
+            results += [finished(unit) or _get([remote.remote(unit, cfg, dirs, left)])[0]]
     else:
         in_flight: list = []
         for unit in units:
+            if (result := finished(unit)) is not None:
+                results.append(result)
+                continue
             while len(in_flight) >= 2 * _cluster_cpus():
                 done, in_flight = ray.wait(in_flight, num_returns=1)
                 results += _get(done)
@@ -132,6 +181,7 @@ def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> None:
             [
                 task.remote(dirs.index, units, lo, hi, out)
                 for (lo, hi), out in zip(ranges, exact_files, strict=True)
+                if not Path(out).exists()  # finished by an interrupted run
             ]
         )
     edge_files: list[str] = []
@@ -141,6 +191,8 @@ def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> None:
         for band in range(cfg.dedup.near.bands):
             for p, (lo, hi) in enumerate(ranges):
                 edge_files.append(str(work / f"edges-b{band:03d}-{p:05d}.npy"))
+                if Path(edge_files[-1]).exists():
+                    continue
                 jobs.append(
                     task.remote(
                         dirs.index,
@@ -154,8 +206,11 @@ def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> None:
                     )
                 )
         _get(jobs)
-    task = ray.remote(resolve).options(num_cpus=1)
-    _get([task.remote(dirs.index, exact_files, edge_files, dirs.removals)])
+    marker = Path(dirs.done) / "resolve.json"
+    if done_result(marker) is None:
+        task = ray.remote(resolve).options(num_cpus=1)
+        counts = _get([task.remote(dirs.index, exact_files, edge_files, dirs.removals)])[0]
+        mark_done(marker, counts)
 
 
 @stage(name="clean", config=("data",), parse_config=parse, version="3", num_cpus=0)
@@ -165,45 +220,42 @@ def clean(ctx: StageContext) -> dict:
     from lmforge.pipeline.filters.base import FilterCounts
     from lmforge.pipeline.filters.chain import dropped_by_reason, merge_chain_counts
     from lmforge.pipeline.filters.minhash import index_bytes_per_document
-    from lmforge.pipeline.filters.partition import (
-        DUPLICATES_DIR,
-        EXCLUDED_DIR,
-        CleanDirs,
-        split_unit,
+    from lmforge.pipeline.filters.partition import DUPLICATES_DIR, EXCLUDED_DIR, split_unit
+    from lmforge.pipeline.filters.shard_output import (
+        plan_shards,
+        shard_description,
+        write_shard,
     )
-    from lmforge.pipeline.filters.shard_output import plan_shards, write_shard
     from lmforge.pipeline.sources.datasheet import write_datasheet
 
     cfg: DataConfig = ctx.config
     counts: Counter = Counter()
     read_at_start = bytes_read()
-    work = ctx.out_dir / ".work"
-    dirs = CleanDirs(
-        parts=str(work / "parts"),
-        index=str(work / "index"),
-        removals=str(work / "removals"),
-        out=str(ctx.out_dir),
-    )
-    for directory in (dirs.parts, dirs.index, dirs.removals):
-        Path(directory).mkdir(parents=True)
-    (ctx.out_dir / EXCLUDED_DIR).mkdir()
-    (ctx.out_dir / DUPLICATES_DIR).mkdir()
-    results = filter_all_units(cfg, dirs, counts)
+    units = plan_units(cfg)
+    dirs = open_work_dir(ctx, plan_record(units))
+    results = filter_all_units(cfg, dirs, units, counts)
     deduplicate(cfg, dirs, results)
     task = ray.remote(split_unit).options(num_cpus=1)
-    written = _get([task.remote(r.index, cfg, dirs) for r in results])
+    written = {r.index: done_result(dirs.split_marker(r.index)) for r in results}
+    todo = [i for i, w in written.items() if w is None]
+    written.update(zip(todo, _get([task.remote(i, cfg, dirs) for i in todo]), strict=True))
     plans = plan_shards(
-        {r.index: part["groups"] for r, part in zip(results, written, strict=True)},
-        max(1, int(cfg.shard_mb * 2**20)),
+        {i: part["groups"] for i, part in written.items()}, max(1, int(cfg.shard_mb * 2**20))
     )
     task = ray.remote(write_shard).options(num_cpus=1)
-    shards = _get([task.remote(plan, dirs.parts, dirs.out) for plan in plans])
-    shutil.rmtree(work)
+    todo_plans = [p for p in plans if not (Path(dirs.shards) / p.name).exists()]
+    _get([task.remote(plan, dirs.parts, dirs.shards) for plan in todo_plans])
+    shards = [shard_description(plan) for plan in plans]
+    for plan in plans:
+        os.replace(Path(dirs.shards) / plan.name, ctx.out_dir / plan.name)
+    os.replace(dirs.excluded, ctx.out_dir / EXCLUDED_DIR)
+    os.replace(dirs.duplicates, ctx.out_dir / DUPLICATES_DIR)
+    shutil.rmtree(dirs.root)
     steps = merge_chain_counts(
         [{k: FilterCounts.from_dict(v) for k, v in r.counts.items()} for r in results]
     )
     reasons = dropped_by_reason(steps)
-    for part in written:
+    for part in written.values():
         for kind, n in part["removed"].items():
             if n:
                 reasons[kind] = reasons.get(kind, 0) + n
@@ -233,6 +285,7 @@ def clean(ctx: StageContext) -> dict:
         "docs_before_file_errors": counts["docs_before_file_errors"],
         "canary_docs": canary_docs,
         "read_units": counts["read_units"],
+        "units_resumed": counts["units_resumed"],
         "coordinator_read_mb": _mb_since(read_at_start, bytes_read()),
         "dropped_by_reason": reasons,
         "dedup_index_bytes_per_doc": 8
