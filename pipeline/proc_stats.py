@@ -27,3 +27,18 @@ def _field(path: Path, name: str, unit: int) -> int | None:
     except OSError:
         return None
     return None
+
+
+def reset_peak_rss() -> bool:
+    """Reset this process's VmHWM to its current RSS (`5` to /proc/self/clear_refs), so a reused
+    worker's earlier peaks do not count against the next task; False where unsupported."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def task_peak_rss_bytes() -> int:
+    """The peak RSS since the last `reset_peak_rss` (0 where /proc is missing)."""
+    return peak_rss_bytes() or 0

@@ -6,12 +6,14 @@ import numpy as np
 
 from lmforge.pipeline.dedup.groups import equal_key_runs, smallest_id_first
 from lmforge.pipeline.dedup.index import IndexReader
+from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
 from lmforge.pipeline.task_markers import save_array
 
 
-def exact_partition(index_dir: str, units: list[int], lo: int, hi: int, out: str) -> int:
+def exact_partition(index_dir: str, units: list[int], lo: int, hi: int, out: str) -> dict:
     """Write `out` (.npy, 2 x k int64: removed nodes, the nodes kept in their place) for the
-    documents whose hash lies in [lo, hi); returns k."""
+    documents whose hash lies in [lo, hi); returns k and the task's peak memory."""
+    reset_peak_rss()
     reader = IndexReader(index_dir)
     parts = [reader.exact_range(unit, lo, hi) for unit in units]
     keys = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
@@ -27,4 +29,4 @@ def exact_partition(index_dir: str, units: list[int], lo: int, hi: int, out: str
         else np.zeros((2, 0), np.int64)
     )
     save_array(out, pairs)
-    return pairs.shape[1]
+    return {"pairs": pairs.shape[1], "peak_rss_bytes": task_peak_rss_bytes()}

@@ -11,6 +11,7 @@ import numpy as np
 
 from lmforge.pipeline.dedup.groups import equal_key_runs, smallest_id_first
 from lmforge.pipeline.dedup.index import IndexReader
+from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
 from lmforge.pipeline.task_markers import save_array
 
 VERIFY_CHUNK = 65536
@@ -25,11 +26,13 @@ def band_partition(
     exact_removed: list[str],
     threshold: float,
     out: str,
-) -> int:
-    """Write `out` (.npy, 2 x k int64: anchor and member nodes of each edge); returns k.
+) -> dict:
+    """Write `out` (.npy, 2 x k int64: anchor and member nodes of each edge); returns k and the
+    task's peak memory.
 
     `exact_removed`: the exact step's outputs; those documents take no part, as in memory.
     """
+    reset_peak_rss()
     reader = IndexReader(index_dir)
     parts = [reader.band_range(unit, band, lo, hi) for unit in units]
     keys = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
@@ -45,7 +48,7 @@ def band_partition(
         members.append(ordered[1:])
     if not anchors:
         save_array(out, np.zeros((2, 0), np.int64))
-        return 0
+        return {"edges": 0, "peak_rss_bytes": task_peak_rss_bytes()}
     edges = np.stack([np.concatenate(anchors), np.concatenate(members)])
     if threshold > 0:
         keep = np.empty(edges.shape[1], bool)
@@ -55,4 +58,4 @@ def band_partition(
             keep[start : start + VERIFY_CHUNK] = equal.mean(axis=1) >= threshold
         edges = edges[:, keep]
     save_array(out, edges)
-    return edges.shape[1]
+    return {"edges": edges.shape[1], "peak_rss_bytes": task_peak_rss_bytes()}

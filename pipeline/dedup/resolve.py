@@ -11,6 +11,7 @@ import numpy as np
 
 from lmforge.pipeline.dedup.index import IndexReader, split_node
 from lmforge.pipeline.filters.minhash import union_find_roots
+from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
 from lmforge.pipeline.task_markers import save_array
 
 EXACT, NEAR = 0, 1
@@ -23,7 +24,8 @@ def remove_list_path(directory: Path, unit: int) -> Path:
 
 def resolve(index_dir: str, exact_files: list[str], edge_files: list[str], out_dir: str) -> dict:
     """Write `remove-u<unit>.npy` (3 x k int64: row, kind, kept node) for every unit that loses
-    documents; returns the counts by kind."""
+    documents; returns the counts by kind and the task's peak memory."""
+    reset_peak_rss()
     reader = IndexReader(index_dir)
     removed, kept, kinds = [], [], []
     for path in exact_files:
@@ -47,7 +49,7 @@ def resolve(index_dir: str, exact_files: list[str], edge_files: list[str], out_d
         kept.append(ranked[roots[moved]])
         kinds.append(np.full(len(moved), NEAR, np.int64))
     if not removed or not sum(len(r) for r in removed):
-        return {name: 0 for name in KINDS.values()}
+        return {**{name: 0 for name in KINDS.values()}, "peak_rss_bytes": task_peak_rss_bytes()}
     removed, kept, kinds = np.concatenate(removed), np.concatenate(kept), np.concatenate(kinds)
     units, rows = split_node(removed)
     out = Path(out_dir)
@@ -57,4 +59,5 @@ def resolve(index_dir: str, exact_files: list[str], edge_files: list[str], out_d
         pick = order[start:stop]
         rows_kinds_kept = np.stack([rows[pick], kinds[pick], kept[pick]])
         save_array(remove_list_path(out, int(units[pick[0]])), rows_kinds_kept)
-    return {name: int((kinds == kind).sum()) for kind, name in KINDS.items()}
+    by_kind = {name: int((kinds == kind).sum()) for kind, name in KINDS.items()}
+    return {**by_kind, "peak_rss_bytes": task_peak_rss_bytes()}

@@ -29,6 +29,7 @@ from lmforge.pipeline.filters.chain import build_filter_chain, chain_counts, run
 from lmforge.pipeline.filters.dedup_exact import ExactDeduplicator
 from lmforge.pipeline.filters.document import Document
 from lmforge.pipeline.filters.minhash import MinHashDeduplicator
+from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
 from lmforge.pipeline.sources.config import DataConfig
 from lmforge.pipeline.sources.files import SourceError
 from lmforge.pipeline.sources.parquet_shards import SCHEMA, split_of
@@ -125,6 +126,8 @@ class FilteredPartition:
     """Sources that could not be read (data.on_error=skip)."""
     docs_before_file_errors: int = 0
     """Documents of those sources read before they broke (kept in the corpus)."""
+    peak_rss_bytes: int = 0
+    """The task's peak resident memory."""
 
 
 def part_path(parts_dir: Path, index: int) -> Path:
@@ -162,6 +165,7 @@ class _UnitReader:
 def filter_unit(unit: ReadUnit, cfg: DataConfig, dirs: CleanDirs, limit: int = 0):
     """Read `unit`, run the chain over it in batches; keep survivors, exclusions and the unit's
     dedup index on disk."""
+    reset_peak_rss()
     excluded: list[DroppedDocument] = []
     chain = build_filter_chain(cfg.filters, exclusion_sink=excluded.append)
     exact = ExactDeduplicator(cfg.dedup.exact)
@@ -218,6 +222,7 @@ def filter_unit(unit: ReadUnit, cfg: DataConfig, dirs: CleanDirs, limit: int = 0
         kept=len(ids),
         skipped_files=reader.skipped,
         docs_before_file_errors=reader.before_errors,
+        peak_rss_bytes=task_peak_rss_bytes(),
     )
     mark_done(dirs.filter_marker(unit.index), asdict(result))
     return result
@@ -236,6 +241,7 @@ def split_unit(index: int, cfg: DataConfig, dirs: CleanDirs) -> dict:
     documents, train and val apart, in row groups small enough for `plan_shards` to cut output
     shards near `data.shard_mb`; returns the removals by kind and each split's row groups as
     (rows, compressed bytes)."""
+    reset_peak_rss()
     removed = _removed_rows(index, dirs)
     group_bytes = max(1, int(cfg.shard_mb * 2**20 * GROUP_SHARE * TEXT_TO_ZSTD))
     writers = {
@@ -290,7 +296,7 @@ def split_unit(index: int, cfg: DataConfig, dirs: CleanDirs) -> dict:
         compression="zstd",
     )
     by_kind = {kind: sum(d["kind"] == kind for d in duplicates) for kind in KINDS.values()}
-    result = {"removed": by_kind, "groups": groups}
+    result = {"removed": by_kind, "groups": groups, "peak_rss_bytes": task_peak_rss_bytes()}
     mark_done(dirs.split_marker(index), result)
     return result
 

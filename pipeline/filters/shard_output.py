@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from lmforge.pipeline.filters.partition import kept_path
+from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
 from lmforge.pipeline.sources.parquet_shards import SCHEMA
 
 
@@ -66,7 +67,8 @@ def shard_description(plan: ShardPlan) -> dict:
 
 def write_shard(plan: ShardPlan, parts_dir: str, out_dir: str) -> dict:
     """Copy the plan's row groups into `out_dir/<name>` (which exists only once whole); returns
-    its description."""
+    the task's peak resident memory."""
+    reset_peak_rss()
     target = Path(out_dir) / plan.name
     partial = target.with_name(f".{plan.name}.partial-{os.getpid()}")
     with pq.ParquetWriter(partial, SCHEMA, compression="zstd") as writer:
@@ -75,4 +77,4 @@ def write_shard(plan: ShardPlan, parts_dir: str, out_dir: str) -> dict:
             for group in groups:
                 writer.write_table(source.read_row_group(group), row_group_size=1 << 30)
     os.replace(partial, target)
-    return shard_description(plan)
+    return task_peak_rss_bytes()

@@ -57,7 +57,9 @@ def write_datasheet(path: Path, cfg: DataConfig, summary: dict) -> None:
         f"- near duplicates removed: {summary['dropped_by_reason'].get('near_duplicate', 0)} "
         f"(MinHash, {cfg.dedup.near.bands} bands x {cfg.dedup.near.rows} rows, "
         f"{cfg.dedup.near.shingle_words}-word shingles, Jaccard >= {cfg.dedup.near.threshold})",
-        f"- dedup index: {summary['dedup_index_bytes_per_doc']} bytes per document (hashes only)",
+        f"- dedup memory: the largest dedup task peaked at "
+        f"{summary['dedup_index_bytes_per_doc']} bytes per document deduplicated (no process "
+        "holds state for every document)",
         "## PII redactions",
         *(f"- {kind}: {n}" for kind, n in sorted(pii.items()) if kind != "documents_changed"),
         "## Languages",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lmforge.pipeline.errors import LmforgeError
-from lmforge.pipeline.proc_stats import bytes_read
+from lmforge.pipeline.proc_stats import bytes_read, reset_peak_rss, task_peak_rss_bytes
 from lmforge.pipeline.sources.config import DataConfig
 from lmforge.pipeline.sources.read_plan import (
     ReadUnit,
@@ -157,9 +157,10 @@ def _get(refs: list) -> list:
         raise
 
 
-def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> None:
+def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> dict[str, list[int]]:
     """Exact, then near duplicates, as tasks over key ranges of the units' indexes on disk;
-    leaves one remove list per unit that loses documents (`pipeline/dedup/`)."""
+    leaves one remove list per unit that loses documents (`pipeline/dedup/`); returns the peak
+    memory of each step's tasks (those this run ran)."""
     import ray
 
     from lmforge.pipeline.dedup.exact import exact_partition
@@ -169,21 +170,23 @@ def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> None:
 
     units = [r.index for r in results]
     total = sum(r.kept for r in results)
+    peaks: dict[str, list[int]] = {"exact": [], "near": [], "resolve": []}
     if not total or not (cfg.dedup.exact.enabled or cfg.dedup.near.enabled):
-        return
+        return peaks
     ranges = key_ranges(max(1, -(-total // DEDUP_PARTITION_DOCS)))
     work = Path(dirs.removals)
     exact_files: list[str] = []
     if cfg.dedup.exact.enabled:
         task = ray.remote(exact_partition).options(num_cpus=1)
         exact_files = [str(work / f"exact-{p:05d}.npy") for p in range(len(ranges))]
-        _get(
+        found = _get(
             [
                 task.remote(dirs.index, units, lo, hi, out)
                 for (lo, hi), out in zip(ranges, exact_files, strict=True)
                 if not Path(out).exists()  # finished by an interrupted run
             ]
         )
+        peaks["exact"] = [f["peak_rss_bytes"] for f in found]
     edge_files: list[str] = []
     if cfg.dedup.near.enabled:
         task = ray.remote(band_partition).options(num_cpus=1)
@@ -205,12 +208,14 @@ def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> None:
                         edge_files[-1],
                     )
                 )
-        _get(jobs)
+        peaks["near"] = [f["peak_rss_bytes"] for f in _get(jobs)]
     marker = Path(dirs.done) / "resolve.json"
     if done_result(marker) is None:
         task = ray.remote(resolve).options(num_cpus=1)
         counts = _get([task.remote(dirs.index, exact_files, edge_files, dirs.removals)])[0]
         mark_done(marker, counts)
+    peaks["resolve"] = [done_result(marker)["peak_rss_bytes"]]
+    return peaks
 
 
 @stage(name="clean", config=("data",), parse_config=parse, version="3", num_cpus=0)
@@ -219,7 +224,6 @@ def clean(ctx: StageContext) -> dict:
 
     from lmforge.pipeline.filters.base import FilterCounts
     from lmforge.pipeline.filters.chain import dropped_by_reason, merge_chain_counts
-    from lmforge.pipeline.filters.minhash import index_bytes_per_document
     from lmforge.pipeline.filters.partition import DUPLICATES_DIR, EXCLUDED_DIR, split_unit
     from lmforge.pipeline.filters.shard_output import (
         plan_shards,
@@ -231,10 +235,11 @@ def clean(ctx: StageContext) -> dict:
     cfg: DataConfig = ctx.config
     counts: Counter = Counter()
     read_at_start = bytes_read()
+    reset_peak_rss()  # this stage may run in a reused Ray worker
     units = plan_units(cfg)
     dirs = open_work_dir(ctx, plan_record(units))
     results = filter_all_units(cfg, dirs, units, counts)
-    deduplicate(cfg, dirs, results)
+    peaks = {"filter": [r.peak_rss_bytes for r in results], **deduplicate(cfg, dirs, results)}
     task = ray.remote(split_unit).options(num_cpus=1)
     written = {r.index: done_result(dirs.split_marker(r.index)) for r in results}
     todo = [i for i, w in written.items() if w is None]
@@ -244,7 +249,8 @@ def clean(ctx: StageContext) -> dict:
     )
     task = ray.remote(write_shard).options(num_cpus=1)
     todo_plans = [p for p in plans if not (Path(dirs.shards) / p.name).exists()]
-    _get([task.remote(plan, dirs.parts, dirs.shards) for plan in todo_plans])
+    peaks["shard"] = _get([task.remote(plan, dirs.parts, dirs.shards) for plan in todo_plans])
+    peaks["split"] = [w["peak_rss_bytes"] for w in written.values()]
     shards = [shard_description(plan) for plan in plans]
     for plan in plans:
         os.replace(Path(dirs.shards) / plan.name, ctx.out_dir / plan.name)
@@ -288,8 +294,14 @@ def clean(ctx: StageContext) -> dict:
         "units_resumed": counts["units_resumed"],
         "coordinator_read_mb": _mb_since(read_at_start, bytes_read()),
         "dropped_by_reason": reasons,
-        "dedup_index_bytes_per_doc": 8
-        + (index_bytes_per_document(cfg.dedup.near) if cfg.dedup.near.enabled else 0),
+        "coordinator_peak_rss_mb": round(task_peak_rss_bytes() / 2**20, 1),
+        "task_peak_rss_mb": {k: round(max(v, default=0) / 2**20, 1) for k, v in peaks.items()},
+        # The largest dedup process's peak memory over the documents deduplicated: no process
+        # holds state for every document, so this falls as the corpus grows.
+        "dedup_index_bytes_per_doc": round(
+            max([*peaks["exact"], *peaks["near"], *peaks["resolve"]], default=0)
+            / max(1, sum(r.kept for r in results))
+        ),
         "filters": {name: c.to_dict() for name, c in steps.items()},
         "shards": shards,
     }
