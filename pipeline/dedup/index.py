@@ -14,6 +14,7 @@ signature by offset, so nothing is loaded whole.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +83,7 @@ class IndexReader:
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
         self._arrays: dict[tuple[int, str], np.ndarray] = {}
+        self._signature_files: dict[int, tuple[int, int, int]] = {}
 
     def _array(self, unit: int, name: str) -> np.ndarray:
         key = (unit, name)
@@ -124,13 +126,42 @@ class IndexReader:
         return out
 
     def signatures(self, nodes: np.ndarray) -> np.ndarray:
-        """The signatures of `nodes`, row-aligned."""
+        """The signatures of `nodes`, row-aligned.
+
+        Read row by row with `pread`, not through a memory map: candidate pairs are spread over
+        every unit, and mapped pages would count in this process's resident memory until the
+        whole file had been touched."""
         units, rows = split_node(np.asarray(nodes, np.int64))
         out = None
-        for unit in np.unique(units).tolist():
-            table = self._array(unit, "signatures.npy")
+        for i, (unit, row) in enumerate(zip(units.tolist(), rows.tolist(), strict=True)):
+            fd, offset, width = self._signature_file(unit)
             if out is None:
-                out = np.empty((len(nodes), table.shape[1]), np.uint32)
-            mask = units == unit
-            out[mask] = table[rows[mask]]
+                out = np.empty((len(nodes), width), np.uint32)
+            out[i] = np.frombuffer(os.pread(fd, width * 4, offset + row * width * 4), "<u4")
         return out if out is not None else np.zeros((0, 0), np.uint32)
+
+    def _signature_file(self, unit: int) -> tuple[int, int, int]:
+        """(file descriptor, data offset, values per row) of a unit's `signatures.npy`."""
+        if unit not in self._signature_files:
+            path = unit_dir(self.directory, unit) / "signatures.npy"
+            with open(path, "rb") as handle:
+                version = np.lib.format.read_magic(handle)
+                read_header = (
+                    np.lib.format.read_array_header_1_0
+                    if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0
+                )
+                shape, fortran, dtype = read_header(handle)
+                offset = handle.tell()
+            if fortran or dtype != np.dtype("<u4") or len(shape) != 2:
+                raise ValueError(f"{path}: not a C-ordered uint32 matrix")
+            self._signature_files[unit] = (os.open(path, os.O_RDONLY), offset, shape[1])
+        return self._signature_files[unit]
+
+    def close(self) -> None:
+        for fd, _, _ in self._signature_files.values():
+            os.close(fd)
+        self._signature_files.clear()
+
+    def __del__(self) -> None:
+        self.close()

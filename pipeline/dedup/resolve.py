@@ -37,8 +37,8 @@ def resolve(index_dir: str, exact_files: list[str], edge_files: list[str], out_d
     edges = np.unique(np.concatenate(edges, axis=1), axis=1) if edges else np.zeros((2, 0), int)
     if edges.shape[1]:
         nodes = np.unique(edges)
-        ids = reader.ids(nodes)
-        by_id = np.array(sorted(range(len(nodes)), key=lambda i: (ids[i], int(nodes[i]))))
+        # Fixed-width bytes sort as the strings do (an id ending in NUL bytes aside).
+        by_id = np.lexsort((nodes, np.array(reader.ids(nodes), dtype=np.bytes_)))
         ranked = nodes[by_id]  # rank -> node
         rank = np.empty(len(nodes), np.int64)
         rank[by_id] = np.arange(len(nodes))  # index in `nodes` -> rank

@@ -128,6 +128,8 @@ class FilteredPartition:
     """Documents of those sources read before they broke (kept in the corpus)."""
     peak_rss_bytes: int = 0
     """The task's peak resident memory."""
+    node_id: str = ""
+    """The Ray node that ran the task."""
 
 
 def part_path(parts_dir: Path, index: int) -> Path:
@@ -223,9 +225,16 @@ def filter_unit(unit: ReadUnit, cfg: DataConfig, dirs: CleanDirs, limit: int = 0
         skipped_files=reader.skipped,
         docs_before_file_errors=reader.before_errors,
         peak_rss_bytes=task_peak_rss_bytes(),
+        node_id=_node_id(),
     )
     mark_done(dirs.filter_marker(unit.index), asdict(result))
     return result
+
+
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
 
 
 def _stacked(arrays: list[np.ndarray], width: int, dtype) -> np.ndarray:

@@ -1,7 +1,8 @@
 """How `clean` splits its sources into read units, so that tasks read and the coordinator plans.
 
 The coordinator only lists files, reads their sizes and Parquet footers, and cuts the corpus into
-units of about `data.read_split_mb` bytes on disk:
+units of about `data.read_split_mb` bytes to read (a compressed file counts as
+`COMPRESSED_TEXT_RATIO` times its size):
 
 - a plain JSONL file bigger than that is cut into byte ranges (a line belongs to the range that
   holds its first byte), each its own unit; the first line number of each range (for the
@@ -36,6 +37,9 @@ from lmforge.pipeline.sources.files import (
 
 COUNT_CHUNK = 8 << 20
 """Bytes read at a time when counting line starts."""
+COMPRESSED_TEXT_RATIO = 4
+"""About how many bytes of JSONL a byte of gzip/zstd holds: a compressed file is packed with
+others as if this much bigger, so a task's work does not depend on the compression."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +53,7 @@ class Piece:
     first_number: int = 1
     """Line (JSONL) or row (Parquet) number of the piece's first document, for its id."""
     size: int = 0
-    """Bytes on disk, for packing."""
+    """Bytes to read (on disk; decompressed, estimated, for a compressed file), for packing."""
 
     @property
     def whole(self) -> bool:
@@ -96,7 +100,9 @@ def _pieces_of(path: str, split_bytes: int) -> list[Piece]:
     except OSError as exc:
         raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from exc
     suffix, codec = split_compression(path)
-    if suffix in JSON_SUFFIXES and codec is None and size > split_bytes:
+    if codec is not None:
+        return [Piece(path, size=size * COMPRESSED_TEXT_RATIO)]
+    if suffix in JSON_SUFFIXES and size > split_bytes:
         return [
             Piece(path, start, min(start + split_bytes, size), size=split_bytes)
             for start in range(0, size, split_bytes)

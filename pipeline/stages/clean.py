@@ -292,6 +292,7 @@ def clean(ctx: StageContext) -> dict:
         "canary_docs": canary_docs,
         "read_units": counts["read_units"],
         "units_resumed": counts["units_resumed"],
+        "read_nodes": len({r.node_id for r in results}),
         "coordinator_read_mb": _mb_since(read_at_start, bytes_read()),
         "dropped_by_reason": reasons,
         "coordinator_peak_rss_mb": round(task_peak_rss_bytes() / 2**20, 1),

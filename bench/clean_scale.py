@@ -1,0 +1,247 @@
+"""`clean` at scale: a synthetic corpus of N documents, filters off, exact + MinHash dedup on.
+
+Generates (seeded, never committed) `.jsonl.zst` files with `bench/corpus_synth.py` (5% exact
+and 20% near copies), then runs the real `clean` stage in this process as its coordinator, on a
+local Ray with `--cpus` CPUs, and reports:
+
+- `wall_s` and `lmforge` (documents/s) of the stage;
+- `coordinator_peak_rss_mb` and `coordinator_read_mb`: this process over the stage (its peak is
+  reset at the stage's start; bytes read are `rchar` of /proc/self/io);
+- `task_peak_rss_mb`: the largest peak of any task (each task resets its VmHWM when it starts, so
+  a reused worker's history does not count), and per step;
+- `max_object_mb` / `task_object_fetch_mb`: the largest object Ray held, and the largest one a
+  task had a reference to, polled every second from Ray's memory summary (arguments small enough
+  to travel inline with a task never reach the object store and are not seen);
+- `cpu_cores_used`: busy CPU time of the whole machine (/proc/stat: every process, Ray's
+  included) over the stage's wall time;
+- `subset_identical` (`--check-subset`): the removed set and the kept id of every removal equal
+  the single-process algorithm's (`pipeline/dedup/in_memory.py`) on the first `--subset-docs`
+  documents.
+
+`--sizes 1M,3M,10M` runs each size and prints how time and peak memory grow (the JSON line is the
+largest size's, with `time_growth` and `rss_growth` against the smallest).
+
+    .venv/bin/python bench/clean_scale.py [--docs 10000000] [--sizes 1M,3M,10M] [--cpus 2]
+        [--check-subset] [--subset-docs 1000000] [--files 32] [--words 32] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import corpus_synth  # noqa: E402
+import ray  # noqa: E402
+
+from lmforge.pipeline.config import compose  # noqa: E402
+from lmforge.pipeline.execute import StageTask, execute_stage, load_stages  # noqa: E402
+from lmforge.pipeline.keys import cache_key  # noqa: E402
+from lmforge.pipeline.tracking import client, ensure_experiment  # noqa: E402
+
+FILTERS = [
+    "normalize",
+    "length",
+    "language",
+    "gopher_quality",
+    "gopher_repetition",
+    "c4",
+    "blocklist",
+    "toxicity",
+    "pii",
+]
+SIZE_RE = re.compile(r"\|\s*([\d.]+) B\s*\|\s*(\w+)\s*\|")
+
+
+def parse_size(text: str) -> int:
+    text = text.strip().upper()
+    scale = {"K": 10**3, "M": 10**6, "G": 10**9}.get(text[-1:], 1)
+    return int(float(text[:-1] if text[-1:] in "KMG" else text) * scale)
+
+
+def cpu_busy_seconds() -> float:
+    """Busy CPU seconds of the whole machine since boot (user+nice+system+irq+softirq+steal)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+class ObjectWatch(threading.Thread):
+    """Polls Ray's memory summary: the largest object, and the largest a task referenced."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.largest = self.largest_in_task = 0.0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        from ray._private.internal_api import memory_summary
+
+        while not self.stop.wait(1.0):
+            try:
+                text = memory_summary(stats_only=False, num_entries=20)
+            except Exception:  # the summary is best effort while tasks come and go
+                continue
+            for size, kind in SIZE_RE.findall(text):
+                self.largest = max(self.largest, float(size))
+                if "TASK" in kind.upper() or kind == "PINNED_IN_MEMORY":
+                    self.largest_in_task = max(self.largest_in_task, float(size))
+
+
+def run_clean(corpus: Path, workdir: Path, extra: list[str]) -> tuple[dict, float, float]:
+    """(summary, wall seconds, cores used) of the clean stage over `corpus`."""
+    overrides = [
+        f"data.paths=[{corpus}/*.jsonl.zst]",
+        *(f"data.filters.{name}.enabled=false" for name in FILTERS),
+        *extra,
+    ]
+    spec = load_stages()["clean"]
+    config = compose(overrides)
+    sections = {"data": config["data"]}
+    key = cache_key("clean", spec.version, sections, {})
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    mlflow = client(uri)
+    experiment = ensure_experiment(mlflow, "bench", (workdir / "art").as_uri())
+    run_id = mlflow.create_run(experiment, run_name="clean").info.run_id
+    task = StageTask(
+        stage="clean",
+        key=key,
+        version=spec.version,
+        sections=sections,
+        typed_config=spec.parse_config(sections),
+        input_keys={},
+        workdir=str(workdir),
+        store_uri=None,
+        tracking_uri=uri,
+        mlflow_run_id=run_id,
+    )
+    busy, started = cpu_busy_seconds(), time.perf_counter()
+    result = execute_stage(task)
+    wall = time.perf_counter() - started
+    return result["summary"], wall, (cpu_busy_seconds() - busy) / wall
+
+
+def removals(artifact: Path) -> dict[str, tuple[str, str]]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(artifact / "duplicates.parquet")
+    return {r["id"]: (r["kept_id"], r["kind"]) for r in table.to_pylist()}
+
+
+def check_subset(root: Path, docs: int, files: int, words: int, cpus: int) -> bool:
+    """The stage's removals on `docs` documents equal the single-process algorithm's."""
+    from lmforge.pipeline.dedup.in_memory import in_memory_removals
+    from lmforge.pipeline.sources.config import DedupConfig
+    from lmforge.pipeline.sources.files import read_source
+
+    corpus = root / "subset"
+    corpus_synth.synthesize(corpus, docs, files, seed=0, words=words, workers=cpus)
+    workdir = root / "subset-run"
+    workdir.mkdir()
+    summary, _, _ = run_clean(corpus, workdir, ["data.val_fraction=0.05"])
+    artifact = next((workdir / "store" / "clean").glob("[!.]*"))
+    ids, texts = [], []
+    for path in sorted(corpus.glob("*.jsonl.zst")):
+        for doc in read_source(str(path)):
+            ids.append(doc.id)
+            texts.append(doc.text)
+    expected = in_memory_removals(ids, texts, DedupConfig())
+    del texts
+    found = removals(artifact)
+    print(f"subset: {len(found)} removals by the stage, {len(expected)} in memory")
+    return found == expected
+
+
+def measure(root: Path, docs: int, args: argparse.Namespace) -> dict:
+    corpus = root / f"corpus-{docs}"
+    started = time.perf_counter()
+    corpus_synth.synthesize(
+        corpus, docs, max(1, min(args.files, docs)), seed=0, words=args.words, workers=args.cpus
+    )
+    size_mb = sum(p.stat().st_size for p in corpus.glob("*.jsonl.zst")) / 2**20
+    took = time.perf_counter() - started
+    print(f"{docs} documents: {size_mb:.0f} MB of .jsonl.zst written in {took:.0f}s")
+    workdir = root / f"run-{docs}"
+    workdir.mkdir()
+    watch = ObjectWatch()
+    watch.start()
+    summary, wall, cores = run_clean(corpus, workdir, ["data.val_fraction=0.05"])
+    watch.stop.set()
+    shutil.rmtree(corpus)
+    shutil.rmtree(workdir / "store")
+    tasks = summary["task_peak_rss_mb"]
+    return {
+        "docs": docs,
+        "input_mb": round(size_mb, 1),
+        "wall_s": round(wall, 1),
+        "lmforge": round(docs / wall, 1),
+        "coordinator_peak_rss_mb": summary["coordinator_peak_rss_mb"],
+        "task_peak_rss_mb": max(tasks.values()),
+        "task_peak_rss_mb_by_step": tasks,
+        "max_object_mb": round(watch.largest / 2**20, 3),
+        "task_object_fetch_mb": round(watch.largest_in_task / 2**20, 3),
+        "coordinator_read_mb": summary["coordinator_read_mb"],
+        "cpu_cores_used": round(cores, 2),
+        "read_units": summary["read_units"],
+        "removed": {k: v for k, v in summary["dropped_by_reason"].items() if v},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", default="10000000", help="documents (10M, 1000000...)")
+    parser.add_argument("--sizes", help="comma-separated sizes, e.g. 1M,3M,10M (overrides --docs)")
+    parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--files", type=int, default=32, help=".jsonl.zst files of the corpus")
+    parser.add_argument("--words", type=int, default=32, help="mean words per document")
+    parser.add_argument("--check-subset", action="store_true")
+    parser.add_argument("--subset-docs", default="1000000")
+    parser.add_argument("--keep", type=Path, help="work here and keep it (default: a temp dir)")
+    args = parser.parse_args()
+    sizes = [parse_size(s) for s in (args.sizes or args.docs).split(",")]
+    root = args.keep or Path(tempfile.mkdtemp(prefix="lmforge-clean-scale-"))
+    root.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, logging_level="WARNING")
+    try:
+        rows = [measure(root, docs, args) for docs in sizes]
+        identical = None
+        if args.check_subset:
+            identical = check_subset(
+                root, parse_size(args.subset_docs), args.files, args.words, args.cpus
+            )
+    finally:
+        ray.shutdown()
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    print(f"{'docs':>10}{'wall s':>9}{'docs/s':>10}{'coord MB':>10}{'task MB':>9}{'cores':>7}")
+    for row in rows:
+        print(
+            f"{row['docs']:>10}{row['wall_s']:>9}{row['lmforge']:>10.0f}"
+            f"{row['coordinator_peak_rss_mb']:>10}{row['task_peak_rss_mb']:>9}"
+            f"{row['cpu_cores_used']:>7}"
+        )
+    result = {"bench": "clean_scale", **rows[-1], "subset_identical": identical}
+    if len(rows) > 1:
+        first, last = rows[0], rows[-1]
+        result["sizes"] = [r["docs"] for r in rows]
+        result["time_growth"] = round(last["wall_s"] / first["wall_s"], 2)
+        result["rss_growth"] = round(
+            max(last["task_peak_rss_mb"], last["coordinator_peak_rss_mb"])
+            / max(first["task_peak_rss_mb"], first["coordinator_peak_rss_mb"]),
+            3,
+        )
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
