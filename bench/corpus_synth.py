@@ -8,7 +8,8 @@ Every block of 100 consecutive documents holds, in a seeded order, 5 exact copie
 copies of original documents with a smaller index (their block drawn uniformly, so copies cross
 files); a near copy has words of its original replaced until the word-5-gram Jaccard of the two
 (the shingles of `data.dedup.near`, as the MinHash stage hashes them) lies in [0.7, 0.9]
-(quartiles about 0.73, 0.76, 0.81).
+(quartiles about 0.73, 0.76, 0.81). A near copy that no replacement brings into that range (about
+one document in ten million) is written as an original instead, and not listed.
 
 Every document is a pure function of (seed, its index), so files can be written in parallel and
 the same seed gives the same bytes (for a given Python, whose documentation is the word source).
@@ -148,11 +149,12 @@ def _replace_words(
     return None
 
 
-def near_copy(text: str, rng: random.Random) -> tuple[str, float]:
+def near_copy(text: str, rng: random.Random) -> tuple[str, float] | None:
     """`text` with words replaced, one at a time, until its Jaccard with `text` reaches a random
     target in [0.72, 0.88]. A replacement that would overshoot the target by more than 0.03 is
     undone and another position tried (replacements near the ends change fewer shingles); a
-    second pass accepts anything down to 0.7."""
+    second pass accepts anything down to 0.7. None when no copy lands in the range (a rare text
+    where every single replacement changes too many shingles)."""
     low, high = NEAR_JACCARD
     target = rng.uniform(low + 0.02, high - 0.02)
     words = text.split(" ")
@@ -163,7 +165,7 @@ def near_copy(text: str, rng: random.Random) -> tuple[str, float]:
     copy = " ".join(words)
     similarity = jaccard(text, copy)
     if not low <= similarity <= high:
-        raise RuntimeError(f"near copy stuck at Jaccard {similarity:.3f}; use longer documents")
+        return None
     return copy, similarity
 
 
@@ -177,7 +179,10 @@ def document(seed: int, index: int, words: int) -> tuple[str, tuple | None]:
     text = original_text(seed, source, words)
     if role == "exact":
         return text, ("exact", index, source)
-    copy, similarity = near_copy(text, rng)
+    near = near_copy(text, rng)
+    if near is None:  # planted nothing: this document is an original after all
+        return original_text(seed, index, words), None
+    copy, similarity = near
     return copy, ("near", index, source, round(similarity, 4))
 
 
