@@ -17,7 +17,8 @@ def _run(workdir, *flags):
 
 
 def _shard(artifact: Path) -> Path:
-    return sorted(artifact.rglob("*.parquet"))[0]
+    """The first data file (`excluded.parquet/` and `duplicates.parquet/` are dataset folders)."""
+    return sorted(p for p in artifact.rglob("*.parquet") if p.is_file())[0]
 
 
 def test_a_corrupt_cache_hit_is_named_and_recomputed_never_used(workdir):
