@@ -17,6 +17,8 @@ loop and lmforge alternate `--repeats` times, the plain loop first and last, and
 contender's steps are pooled. Prints a table and, last, one JSON line: {"bench":
 "train_throughput", "model": M, "unit": "tokens/s", "lmforge": X, "reference": Y, "ratio": X/Y}
 (plus "zero2_2workers" for `base`). The goal is ratio >= 0.95 for `base`, >= 0.9 for `tiny`.
+"data_wait_share" is the share of lmforge's step time spent waiting for data, over all its runs
+(rank 0's step-time breakdown; the goal is < 2%).
 
 `--compile` adds one more lmforge run with `train.compile=true` (the same layout, `torch.compile`
 through DeepSpeed's `engine.compile()`) and reports "compiled" (tokens/s) and "compile_speedup"
@@ -61,6 +63,8 @@ CASES = {
 """Model and sequences per step of each case."""
 MODEL, BATCH = CASES["base"]
 SEED = 0
+WAITS: list[tuple[float, float]] = []
+"""(seconds waiting for data, seconds of all the step's parts) of each lmforge run."""
 
 
 def write_shards(directory: Path, n_windows: int) -> Path:
@@ -134,6 +138,8 @@ def lmforge_run(
         checkpoint_dir=str(root / name / "checkpoints"),
         storage_path=str(root / "ray_storage"),
     )
+    parts = {k: v for k, v in summary.items() if k.startswith("time_") and k.endswith("_s_total")}
+    WAITS.append((summary["time_data_s_total"], sum(parts.values())))
     return list(summary["step_seconds"])
 
 
@@ -201,6 +207,7 @@ def main() -> None:
         "lmforge": round(lmforge, 1),
         "reference": round(reference, 1),
         "ratio": round(lmforge / reference, 4),
+        "data_wait_share": round(sum(w for w, _ in WAITS) / max(sum(t for _, t in WAITS), 1e-9), 4),
     }
     if zero2:
         result["zero2_2workers"] = round(median_rate(zero2), 1)

@@ -70,6 +70,8 @@ class TrainConfig:
     epoch_offsets: bool = True
     """Read every epoch after the first with its windows shifted by a seeded offset in
     [0, block_size): repeated passes over a small corpus see new window boundaries."""
+    prefetch_steps: int = 2
+    """Steps of windows a background thread reads ahead (0 = read each step's when it starts)."""
     max_failures: int = 2
     """Worker failures Ray Train recovers from (restart from the last checkpoint) per run."""
     precision: Literal["auto", "fp32", "bf16"] = "auto"

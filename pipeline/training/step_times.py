@@ -4,7 +4,8 @@ Read from `time.perf_counter` at the boundaries the training loop already has, w
 synchronisation: on a GPU, kernels still queued at a boundary are charged to a later part (the
 next blocking call), so the split is exact on CPU and indicative on GPU.
 
-- data: reading the step's windows from the memory-mapped shards;
+- data: waiting for the step's windows (the read-ahead thread's queue; with `prefetch_steps=0`,
+  reading them from the memory-mapped shards);
 - compute: forward and backward passes, less the gradient reduction timed inside the backward;
 - comm: DeepSpeed's gradient reduction (`engine.allreduce_gradients`: the all-reduce of ZeRO 0,
   the reduce-scatter of ZeRO 1-2's last bucket, all of it for a small model) and the all-reduce of
@@ -85,3 +86,14 @@ def breakdown(seconds: dict[str, float]) -> str:
         f"{key.removeprefix('time_').removesuffix('_s')} {100 * value / total:.0f}%"
         for key, value in seconds.items()
     )
+
+
+DATA_WAIT_NOTE_SHARE = 0.05
+"""Above this share of the step, the progress line says the step waits for data."""
+
+
+def data_wait_note(seconds: dict[str, float]) -> str:
+    """` | waiting for data 12% of the step` when data exceeds `DATA_WAIT_NOTE_SHARE`, else ``."""
+    total = sum(seconds.values())
+    share = seconds.get("time_data_s", 0.0) / total if total > 0 else 0.0
+    return f" | waiting for data {share:.0%} of the step" if share > DATA_WAIT_NOTE_SHARE else ""

@@ -28,11 +28,12 @@ from lmforge.pipeline.training import remote_checkpoints
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.fault import FaultInjection
 from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
+from lmforge.pipeline.training.prefetch import BatchPrefetcher
 from lmforge.pipeline.training.progress import MlflowMetrics, ThroughputMeter, progress_line
 from lmforge.pipeline.training.resume import check_resumable, load_chosen_checkpoint
 from lmforge.pipeline.training.sampler import GlobalWindowOrder, WindowSampler, load_batch
 from lmforge.pipeline.training.schedule import learning_rate
-from lmforge.pipeline.training.step_times import StepTimes, breakdown
+from lmforge.pipeline.training.step_times import StepTimes, breakdown, data_wait_note
 from lmforge.pipeline.training.train_step import StepResult, TrainStep, build_engine, uses_bf16
 from lmforge.pipeline.training.zero_state import adam_step, gather_full_state, restore_full_state
 from lmforge.tokenizer.dataset import TokenDataset
@@ -120,14 +121,34 @@ class WorkerRun:
         cfg = self.cfg
         if self.rank == 0 and self.resumed_from is not None:
             _say(f"resumed from step {self.resumed_from} on {self.world} worker(s)")
+        prefetch = (
+            BatchPrefetcher(self.dataset, self.sampler, cfg.prefetch_steps)
+            if cfg.prefetch_steps > 0 and self.state.step < cfg.max_steps
+            else None
+        )
+        try:
+            self._train(prefetch)
+        finally:
+            if prefetch is not None:
+                prefetch.close()
+        if self.written_step != self.state.step:
+            self._checkpoint(final=True)
+
+    def _train(self, prefetch: BatchPrefetcher | None) -> None:
+        cfg = self.cfg
         while self.state.step < cfg.max_steps:
             step = self.state.step
             torch.manual_seed(_step_seed(cfg.seed, step, self.rank))  # dropout masks
-            with self.times.part("data"):
-                batches = [load_batch(self.dataset, mb) for mb in self.sampler.next_step()]
+            with self.times.part("data"):  # with prefetching: the wait for the reading thread
+                if prefetch is not None:
+                    ready = prefetch.next_step()
+                    batches, position = ready.batches, ready.position
+                else:
+                    batches = [load_batch(self.dataset, mb) for mb in self.sampler.next_step()]
+                    position = self.sampler.position
             lr = learning_rate(step, cfg)
             result = self.train_step(batches, lr)
-            self._advance(result)
+            self._advance(result, position)
             if self.job.fault is not None:
                 self.job.fault.maybe_fire(self.rank, self.state.step)
             if self.rank == 0 and cfg.log_every and self.state.step % cfg.log_every == 0:
@@ -136,17 +157,15 @@ class WorkerRun:
             if cfg.checkpoint_every and self.state.step % cfg.checkpoint_every == 0:
                 with self.times.part("checkpoint"):
                     self._checkpoint(final=self.state.step == cfg.max_steps)
-        if self.written_step != self.state.step:
-            self._checkpoint(final=True)
 
-    def _advance(self, result: StepResult) -> None:
+    def _advance(self, result: StepResult, sampler_position: int) -> None:
         if not np.isfinite(result.loss):
             raise FloatingPointError(
                 f"training loss is {result.loss} at step {self.state.step + 1}; "
                 "lower train.lr or raise train.warmup_steps"
             )
         self.state.step += 1
-        self.state.sampler_position = self.sampler.position
+        self.state.sampler_position = sampler_position
         self.state.tokens_seen += self.tokens_per_step
         self.state.losses.append(result.loss)
         if self.rank == 0:
@@ -163,6 +182,7 @@ class WorkerRun:
             "tokens_per_s": rate,
             "tokens_seen": float(self.state.tokens_seen),
             "mfu": mfu,
+            "data_wait_s": times["time_data_s"],
             **times,
         }
         if self.metrics_sink is not None:
@@ -178,7 +198,7 @@ class WorkerRun:
             mfu=mfu,
             eta_s=eta,
         )
-        _say(f"{line} | {breakdown(times)}")
+        _say(f"{line} | {breakdown(times)}{data_wait_note(times)}")
 
     def _checkpoint(self, *, final: bool) -> None:
         """Every worker gathers the full state; rank 0 writes it; every worker reports."""

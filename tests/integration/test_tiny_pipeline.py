@@ -102,6 +102,7 @@ def test_mlflow_holds_one_parent_with_one_nested_run_per_stage(first_run):
     assert "loss" in by_stage["pretrain"].data.metrics
     for part in ("compute", "comm", "optimizer", "data", "log", "checkpoint"):
         assert f"time_{part}_s" in by_stage["pretrain"].data.metrics
+    assert "data_wait_s" in by_stage["pretrain"].data.metrics
     assert by_stage["clean"].inputs.dataset_inputs, "clean logs its dataset with log_input"
 
 

@@ -6,7 +6,12 @@ import time
 
 import pytest
 
-from lmforge.pipeline.training.step_times import StepTimes, breakdown, time_gradient_reduction
+from lmforge.pipeline.training.step_times import (
+    StepTimes,
+    breakdown,
+    data_wait_note,
+    time_gradient_reduction,
+)
 
 
 def test_blocks_are_charged_to_their_part_and_a_reading_starts_a_new_interval():
@@ -59,3 +64,11 @@ def test_breakdown_gives_each_part_its_share_of_the_sum():
     line = breakdown({"time_compute_s": 3.0, "time_comm_s": 1.0, "time_data_s": 0.0})
     assert line == "compute 75% comm 25% data 0%"
     assert breakdown({"time_compute_s": 0.0}) == ""
+
+
+def test_the_progress_line_notes_a_data_wait_only_above_five_percent_of_the_step():
+    assert data_wait_note({"time_compute_s": 0.9, "time_data_s": 0.1}) == (
+        " | waiting for data 10% of the step"
+    )
+    assert data_wait_note({"time_compute_s": 0.96, "time_data_s": 0.04}) == ""
+    assert data_wait_note({"time_compute_s": 0.0, "time_data_s": 0.0}) == ""
