@@ -20,7 +20,7 @@ from lmforge.pipeline.redaction import redact_text
 
 log = logging.getLogger("lmforge")
 
-EXTENSION_MODULES = ("lmforge.pipeline.jobs",)
+EXTENSION_MODULES = ("lmforge.pipeline.jobs", "lmforge.pipeline.estimate_cli")
 """Modules adding subcommands: `register(subparsers, with_overrides)` adds parsers whose
 `handler` default is `fn(args, config) -> int`."""
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lmforge.pipeline.estimate_record import metrics as estimate_metrics
+from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
 from lmforge.pipeline.redaction import redact_text, redact_value
 from lmforge.pipeline.stage import StageContext, registered_stages
 from lmforge.pipeline.store import MANIFEST, open_store
@@ -56,6 +58,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
     store = open_store(task.store_uri, Path(task.workdir))
     tracker = RunTracker(task.tracking_uri, task.mlflow_run_id)
     tmp = store.begin(task.stage, task.key)
+    reset_peak_rss()  # a reused worker's earlier peaks are not this stage's
     started = time.time()
     try:
         input_dirs = {name: store.materialize(name, key) for name, key in task.input_keys.items()}
@@ -79,6 +82,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
         )
         summary = spec.fn(ctx) or {}
         finished = time.time()
+        estimate = _estimate_record(task, summary, input_manifests, finished - started, tmp)
         manifest = {
             "stage": task.stage,
             "key": task.key,
@@ -93,6 +97,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             "started_at": started,
             "finished_at": finished,
             "duration_s": round(finished - started, 3),
+            "estimate": estimate,
         }
         final = store.commit(tmp, task.stage, task.key, manifest)
     except BaseException as exc:
@@ -107,7 +112,9 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             )
         raise
     warning = _close_run(
-        tracker, summary, lambda: store.materialize(task.stage, task.key) / MANIFEST
+        tracker,
+        {**summary, **estimate_metrics(estimate)},
+        lambda: store.materialize(task.stage, task.key) / MANIFEST,
     )
     return {
         "artifact": str(final),
@@ -115,6 +122,26 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
         "duration_s": finished - started,
         "warning": warning,
     }
+
+
+def _estimate_record(
+    task: StageTask, summary: dict, input_manifests: dict, seconds: float, out_dir: Path
+) -> dict[str, Any]:
+    """Measured time and peak memory next to what `lmforge estimate` predicts for this size."""
+    from lmforge.pipeline.estimate_record import cluster_now, directory_bytes, stage_record
+
+    record = stage_record(
+        stage=task.stage,
+        sections=task.sections,
+        summary=summary,
+        input_manifests=input_manifests,
+        measured_s=seconds,
+        process_peak_mb=task_peak_rss_bytes() / 2**20,
+        cluster=cluster_now(),
+        workdir=Path(task.workdir),
+    )
+    record["measured_artifact_bytes"] = directory_bytes(out_dir)
+    return record
 
 
 CLOSE_RETRY_DELAYS_S = (0.5, 2.0, 5.0)

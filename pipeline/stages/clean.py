@@ -291,6 +291,8 @@ def clean(ctx: StageContext) -> dict:
         "docs_before_file_errors": counts["docs_before_file_errors"],
         "canary_docs": canary_docs,
         "read_units": counts["read_units"],
+        # What the plan sized the read units by (compressed files at an estimated ratio).
+        "planned_read_bytes": sum(piece.size for unit in units for piece in unit.pieces),
         "units_resumed": counts["units_resumed"],
         "read_nodes": len({r.node_id for r in results}),
         "coordinator_read_mb": _mb_since(read_at_start, bytes_read()),

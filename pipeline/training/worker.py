@@ -23,6 +23,7 @@ from ray.train import Checkpoint
 from ray.train.torch import get_device
 
 from lmforge.model.config import ModelConfig
+from lmforge.pipeline.proc_stats import peak_rss_bytes
 from lmforge.pipeline.training import checkpoint as ckpt
 from lmforge.pipeline.training import remote_checkpoints
 from lmforge.pipeline.training.config import TrainConfig
@@ -243,6 +244,8 @@ class WorkerRun:
             "worker_nodes": self.nodes,
             "resumed_from_step": self.resumed_from,
             "checkpoint_path": self.written_path,
+            # Rank 0 writes the checkpoints: its peak (VmHWM, a fresh actor) is the largest.
+            "worker_peak_rss_mb": round((peak_rss_bytes() or 0) / 2**20, 1),
         }
 
     def _restore(self) -> tuple[ckpt.TrainerState, int | None]:

@@ -1,0 +1,239 @@
+"""The cost of `pretrain` (pipeline/stages/pretrain.py).
+
+Work: tokens = max_steps x global_batch_size x block_size, at C FLOPs per token,
+C = 6 N + 12 n_layer d T (`lmforge.model.flops.flops_per_token`, Kaplan / PaLM) + 6 d V for the
+LM head, which that count leaves out. On GPUs the time is C x tokens / (GPUs x peak x MFU), with
+the peak from the data sheet (`--gpu-peak-tflops`) and a stated MFU (`GPU_MFU`, `--mfu`); on CPUs
+it is C x tokens x (seconds per FLOP measured by bench/train_throughput.py) / CPUs. Checkpoints
+add their bytes (12 per parameter, hashed as written) at `CHECKPOINT_BYTES_PER_S`; a fitted
+start-up covers Ray Train, DeepSpeed and the export.
+
+Memory: a rank's model states, activations and checkpoint gather by arithmetic
+(`pipeline/training/memory.py`) plus a measured runtime base; the stage process loads the
+final weights for the export (two fp32 copies). Bytes written: the weights twice (ours and the
+HF export) and the kept checkpoints, each also copied by Ray Train.
+"""
+
+from __future__ import annotations
+
+from lmforge.model.config import ModelConfig
+from lmforge.model.flops import flops_per_token, non_embedding_parameters
+from lmforge.pipeline.cost_model import KNOWN, Cluster, ProcessCost, StageCost
+from lmforge.pipeline.training.memory import activation_bytes, rank_memory
+
+STAGE = "pretrain"
+INPUTS = ("tokenize", "train_tokenizer")
+
+GPU_MFU = 0.35
+"""Assumed model FLOPs utilisation on GPUs (of C above) when `--mfu` does not say: dense 1B-7B
+models under ZeRO-2 with fused attention reach 35-50% on A100/H100 (NeMo, Megatron-LM reports);
+lmforge's own is logged as `mfu` in every pretrain run."""
+GPU_RANK_HOST_MB = 3000
+"""Host memory of a GPU rank's process besides offloaded states: CUDA runtime, torch, Ray."""
+GPU_CONTEXT_MB = 1000
+"""GPU memory the CUDA context and allocator fragmentation take besides the tensors."""
+CHECKPOINT_BYTES_PER_S = 250e6
+"""Checkpoint bytes rank 0 writes and hashes per second (one process, sha256 on the way)."""
+MB = 2**20
+
+
+def size(config: dict, flow: dict, cluster: Cluster) -> dict[str, float]:
+    found = _size(config["model"], config["train"], flow["vocab_size"])
+    found["train_tokens_available"] = flow.get("train_tokens", 0)
+    found["mfu"] = flow.get("mfu") or GPU_MFU
+    found["gpu_peak_flops"] = cluster.gpu_peak_flops or 0
+    return found | _cluster_part(found, cluster)
+
+
+def _cluster_part(s: dict, cluster: Cluster) -> dict[str, float]:
+    return {
+        "cluster_gpus": cluster.gpus,
+        "cluster_cpus": cluster.cpus,
+        "ranks_per_node": _ranks_per_node(s, cluster.cpus_per_node, cluster.gpus_per_node),
+    }
+
+
+def _ranks_per_node(s: dict, cpus_per_node: float, gpus_per_node: float) -> float:
+    if s["use_gpu"]:
+        return max(1, min(s["world"], gpus_per_node or 1))
+    return max(1, min(s["world"], cpus_per_node // max(1, s["cpus_per_worker"])))
+
+
+def _size(model: dict, train: dict, vocab_size: float) -> dict[str, float]:
+    cfg = ModelConfig(**{**model, "vocab_size": int(vocab_size)})
+    embeddings = cfg.vocab_size * cfg.d_model * (1 if cfg.tie_weights else 2)
+    if cfg.positions == "learned":
+        embeddings += cfg.block_size * cfg.d_model
+    steps = train["max_steps"]
+    every = train["checkpoint_every"] or steps
+    return {
+        "params": non_embedding_parameters(cfg) + embeddings,
+        "flops_per_token": flops_per_token(cfg) + 6.0 * cfg.d_model * cfg.vocab_size,
+        "tokens": steps * train["global_batch_size"] * cfg.block_size,
+        "checkpoints": steps // every + (1 if steps % every else 0),
+        "keep_checkpoints": train["keep_checkpoints"],
+        "world": train["num_workers"],
+        "cpus_per_worker": train["cpus_per_worker"],
+        "use_gpu": float(bool(train["use_gpu"])),
+        "half_precision": float(
+            train["precision"] == "bf16" or (train["precision"] == "auto" and train["use_gpu"])
+        ),
+        "zero_stage": train["zero_stage"],
+        "offload_optimizer": float(train["offload_optimizer"]),
+        "offload_params": float(train["offload_params"]),
+        "micro_batch": train["micro_batch_size"],
+        "block_size": cfg.block_size,
+        "d_model": cfg.d_model,
+        "n_head": cfg.n_head,
+        "n_layer": cfg.n_layer,
+        "vocab_size": cfg.vocab_size,
+    }
+
+
+def size_of_run(sections: dict, summary: dict, upstream: dict, cluster: Cluster) -> dict:
+    tok = upstream.get("tokenize", {})
+    vocab = summary.get("vocab_size") or _vocab_of(sections, upstream)
+    found = _size(sections["model"], sections["train"], vocab)
+    found["train_tokens_available"] = tok.get("train_tokens", 0)
+    found["mfu"] = GPU_MFU  # the assumption is what is checked, not the run's own MFU
+    found["gpu_peak_flops"] = summary.get("peak_flops_per_worker") or 0
+    return found | _cluster_part(found, cluster)
+
+
+def _vocab_of(sections: dict, upstream: dict) -> int:
+    tok = upstream.get("train_tokenizer", {})
+    return int(tok.get("val_vocab_size") or 0) or 2048
+
+
+def measured_of_run(summary: dict) -> dict[str, float]:
+    peak = summary.get("worker_peak_rss_mb")
+    return {"rank_rss_mb": float(peak)} if peak else {}
+
+
+def cost(s: dict[str, float]) -> StageCost:
+    work = s["tokens"] * s["flops_per_token"]
+    on_gpu = bool(s["use_gpu"])
+    checkpoint_bytes = 12 * s["params"]
+    # A throughput bench's steps leave the start-up out (`startup_excluded`).
+    wall = {
+        "fixed_s": 1 - s.get("startup_excluded", 0),
+        KNOWN: s["checkpoints"] * checkpoint_bytes / CHECKPOINT_BYTES_PER_S,
+    }
+    if on_gpu:
+        wall[KNOWN] += work / (s["world"] * max(1.0, s["gpu_peak_flops"]) * s["mfu"])
+    else:
+        wall["cpu_s_per_flop"] = work / (s["world"] * s["cpus_per_worker"])
+    memory = rank_memory(
+        params=s["params"],
+        zero_stage=int(s["zero_stage"]),
+        world=int(s["world"]),
+        offload_optimizer=bool(s["offload_optimizer"]),
+        offload_params=bool(s["offload_params"]),
+        activations=activation_bytes(
+            seq=int(s["block_size"]),
+            micro_batch=int(s["micro_batch"]),
+            d_model=int(s["d_model"]),
+            n_head=int(s["n_head"]),
+            n_layer=int(s["n_layer"]),
+            vocab=int(s["vocab_size"]),
+            half_precision=bool(s["half_precision"]),
+            fused_attention=on_gpu,
+        ),
+    )
+    processes = [
+        ProcessCost(
+            "coordinator",
+            {"coordinator_mb": 1, KNOWN: 2 * 4 * s["params"] / MB},
+            coordinator=True,
+            remedy="a head node with more memory (the export holds two fp32 copies of the weights)",
+        )
+    ]
+    per_node = int(s["ranks_per_node"])
+    if on_gpu:
+        processes.append(
+            ProcessCost(
+                "rank",
+                {KNOWN: GPU_RANK_HOST_MB + memory.host_bytes / MB},
+                per_node=per_node,
+                remedy=_remedy(s, memory.host, host=True),
+            )
+        )
+        processes.append(
+            ProcessCost(
+                "rank GPU",
+                {KNOWN: GPU_CONTEXT_MB + memory.device_bytes / MB},
+                device="gpu",
+                remedy=_remedy(s, memory.device, host=False),
+            )
+        )
+    else:
+        everything = {**memory.device}
+        for part, n in memory.host.items():
+            everything[part] = everything.get(part, 0) + n
+        processes.append(
+            ProcessCost(
+                "rank",
+                {"rank_mb": 1, KNOWN: sum(everything.values()) / MB},
+                per_node=per_node,
+                remedy=_remedy(s, everything, host=True),
+            )
+        )
+    return StageCost(
+        wall_s=wall,
+        store_bytes={KNOWN: 8 * s["params"] + 2 * s["keep_checkpoints"] * checkpoint_bytes},
+        processes=processes,
+        outputs={"params": s["params"], "flops_per_token": s["flops_per_token"]},
+        notes=_notes(s, on_gpu),
+        problems=_problems(s),
+    )
+
+
+def _problems(s: dict) -> list[str]:
+    """Settings that cannot run on this cluster, with what to set instead."""
+    world, gpus, cpus = int(s["world"]), int(s["cluster_gpus"]), int(s["cluster_cpus"])
+    if s["use_gpu"] and not gpus:
+        return [
+            "train.use_gpu=true but the cluster has no GPUs: give --gpus-per-node, or "
+            "train.use_gpu=false"
+        ]
+    if s["use_gpu"] and world > gpus:
+        return [
+            f"train.num_workers={world} needs {world} GPUs; the cluster has {gpus}: "
+            f"train.num_workers={gpus}, or more nodes"
+        ]
+    if s["use_gpu"] and not s["gpu_peak_flops"]:
+        return ["give --gpu-peak-tflops (the GPU's dense bf16 peak from its data sheet)"]
+    needed = world * int(s["cpus_per_worker"])
+    if not s["use_gpu"] and needed > cpus:
+        return [
+            f"train.num_workers={world} x train.cpus_per_worker={int(s['cpus_per_worker'])} "
+            f"needs {needed} CPUs; the cluster has {cpus}: fewer workers, or more nodes"
+        ]
+    return []
+
+
+def _remedy(s: dict, parts: dict[str, float], *, host: bool) -> str:
+    """The setting that shrinks the largest part of a rank's memory."""
+    largest = max(parts, key=parts.get)
+    if largest == "checkpoint gather":
+        return (
+            "fewer ranks per node or nodes with more memory: a checkpoint gathers 12 bytes "
+            "per parameter on every rank"
+        )
+    if largest == "activations":
+        half = max(1, int(s["micro_batch"]) // 2)
+        return f"train.micro_batch_size={half} (activations)"
+    if s["zero_stage"] < 3:
+        return "train.zero_stage=3 (shard parameters, gradients and optimizer states)"
+    if not s["offload_optimizer"] and not host:
+        return "train.offload_optimizer=true, or more workers (train.num_workers)"
+    return "more workers (train.num_workers) on more nodes"
+
+
+def _notes(s: dict, on_gpu: bool) -> list[str]:
+    notes = [f"{s['params'] / 1e6:.4g}M parameters, {s['tokens']:.3g} tokens"]
+    if s["train_tokens_available"]:
+        notes.append(f"{s['tokens'] / s['train_tokens_available']:.2g} epochs of the train split")
+    if on_gpu:
+        notes.append(f"MFU {s['mfu']:.0%} of {s['gpu_peak_flops'] / 1e12:.0f} TFLOP/s per GPU")
+    return notes

@@ -1,0 +1,77 @@
+"""The cost of `tokenize` (pipeline/stages/tokenize.py).
+
+One task per clean shard, each on one CPU, encoding batch by batch (memory: a base, bounded by
+the batch, not the shard); the stage process streams the validation texts once to count their
+bytes. Wall time: a fixed start-up plus CPU-seconds per byte of text over the CPUs the shards can
+keep busy (no more tasks than shards). Bytes written, by arithmetic: every token at 2 bytes
+(4 past 65,536 ids) and an 8-byte start per document.
+"""
+
+from __future__ import annotations
+
+from lmforge.pipeline.cost_model import KNOWN, Cluster, ProcessCost, StageCost
+
+STAGE = "tokenize"
+INPUTS = ("clean", "train_tokenizer")
+
+UINT16_VOCAB = 1 << 16
+
+
+def size(config: dict, flow: dict, cluster: Cluster) -> dict[str, float]:
+    return {
+        **cluster.as_size(),
+        "text_bytes": flow["train_text_bytes"] + flow["val_text_bytes"],
+        "val_text_bytes": flow["val_text_bytes"],
+        "docs": flow["docs_out"],
+        "shards": flow["clean_shards"],
+        "bytes_per_token": flow["bytes_per_token"],
+        "vocab_size": config["tokenizer"]["vocab_size"],
+    }
+
+
+def size_of_run(sections: dict, summary: dict, upstream: dict, cluster: Cluster) -> dict:
+    tokens = summary["train_tokens"] + summary["val_tokens"]
+    clean = upstream.get("clean", {})
+    tok = upstream.get("train_tokenizer", {})
+    per_token = tok.get("val_bytes_per_token") or 1.0
+    return {
+        **cluster.as_size(),
+        "text_bytes": tokens * per_token,
+        "val_text_bytes": summary.get("val_bytes", summary["val_tokens"] * per_token),
+        "docs": summary["train_docs"] + summary["val_docs"],
+        "shards": summary.get("shards") or len(clean.get("shards", [])) or 1,
+        "bytes_per_token": per_token,
+        "vocab_size": sections["tokenizer"]["vocab_size"],
+    }
+
+
+def measured_of_run(summary: dict) -> dict[str, float]:
+    return {}
+
+
+def cost(s: dict[str, float]) -> StageCost:
+    tokens = s["text_bytes"] / s["bytes_per_token"]
+    width = 2 if s["vocab_size"] <= UINT16_VOCAB else 4
+    busy = max(1.0, min(s["cpus"], s["shards"]))
+    return StageCost(
+        wall_s={
+            "fixed_s": 1,
+            "cpu_s_per_byte": s["text_bytes"] / busy,
+            "s_per_val_byte": s["val_text_bytes"],
+        },
+        store_bytes={KNOWN: tokens * width + 8 * s["docs"]},
+        processes=[
+            ProcessCost("coordinator", {"coordinator_mb": 1}, coordinator=True),
+            ProcessCost(
+                "tokenize task",
+                {"task_mb": 1},
+                per_node=int(s["cpus_per_node"]),
+                remedy="tokenizer settings cannot shrink it: nodes with more memory per CPU",
+            ),
+        ],
+        outputs={
+            "train_tokens": tokens * (1 - s["val_text_bytes"] / max(1.0, s["text_bytes"])),
+            "val_tokens": tokens * s["val_text_bytes"] / max(1.0, s["text_bytes"]),
+        },
+        notes=[f"{tokens:.3g} tokens over {int(s['shards'])} shard tasks"],
+    )
