@@ -1,0 +1,222 @@
+"""The measurements `lmforge estimate` is fitted on and checked against.
+
+Each case runs one benchmark's measuring function at one size and returns samples
+`{"stage", "size", "measured", "source"}` (`lmforge.pipeline.calibrate`): the stage's size as
+its cost model reads it, and the wall time, peak memory by process and bytes measured.
+
+- `clean_scale`: the `clean` stage on a synthetic corpus (`bench/clean_scale.py`,
+  `bench/corpus_synth.py`) of `docs` documents of about `words` words, filters off;
+- `train_throughput`: lmforge's training steps on one of `bench/train_throughput.py`'s models
+  (start-up left out, median step time);
+- `pipeline`: `lmforge run` with the given overrides in a fresh workdir, every stage's manifest
+  record (`estimate`) becoming a sample.
+
+`lmforge estimate --calibrate` runs each case's `calibration` sizes (`quick` with `--quick`);
+`bench/estimate_accuracy.py` fits on `fit` and checks `target`. Adding a benchmark (the token,
+eval and checkpoint scale benches) is writing its `measure` and listing a `Case` in `CASES`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+CPUS = os.cpu_count() or 2
+TINY_EVAL = (
+    "eval.sample.max_new_tokens=16",
+    "eval.harm.num_prompts=8",
+    "eval.harm.bias_samples=0",
+    "eval.harm.pii_samples=8",
+    "eval.harm.extraction_prefixes=4",
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    measure: Callable[[Path, Any], list[dict]]
+    calibration: tuple
+    quick: tuple
+    fit: tuple
+    target: tuple
+    quick_fit: tuple
+    quick_target: tuple
+    uses_ray: bool = True
+    """Runs in this process's Ray (else it starts its own, as `lmforge run` does)."""
+
+
+def measure_clean(root: Path, size: tuple[int, int]) -> list[dict]:
+    """`clean` on `docs` synthetic documents of about `words` words (clean_scale's run)."""
+    import clean_scale
+    import corpus_synth
+
+    from lmforge.pipeline.calibrate import samples_from_store
+    from lmforge.pipeline.sources.files import read_source
+
+    docs, words = size
+    corpus = root / f"corpus-{docs}-{words}"
+    corpus_synth.synthesize(corpus, docs, max(1, min(32, docs // 5000)), 0, words, CPUS)
+    text_bytes = sum(
+        len(doc.text.encode("utf-8"))
+        for path in sorted(corpus.glob("*.jsonl.zst"))
+        for doc in read_source(str(path))
+    )
+    workdir = root / f"clean-{docs}-{words}"
+    workdir.mkdir()
+    try:
+        clean_scale.run_clean(corpus, workdir, ["data.val_fraction=0.05"])
+        samples = samples_from_store(workdir / "store")
+    finally:
+        shutil.rmtree(corpus, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+    for sample in samples:
+        sample["size"]["bytes"] = text_bytes  # the text itself, as --bytes counts it
+        sample["source"] = f"clean_scale docs={docs} words={words}"
+    return samples
+
+
+def measure_training(root: Path, size: tuple[str, int]) -> list[dict]:
+    """Training steps of train_throughput's `model` case in its worker layout."""
+    import numpy as np
+    import train_throughput as tt
+
+    from lmforge.pipeline.cost_model import Cluster
+    from lmforge.pipeline.stages import pretrain_cost
+    from lmforge.pipeline.training.config import TrainConfig
+
+    model, steps = size
+    tt.MODEL, tt.BATCH = tt.CASES[model]
+    workers, stage = (1, 0) if model == "base" else (2, 1)
+    data = tt.write_shards(root / f"shards-{model}", n_windows=steps * tt.BATCH + 1)
+    seconds = tt.lmforge_run(root, data, steps, workers=workers, cpus=CPUS, stage=stage)
+    shutil.rmtree(data, ignore_errors=True)
+    train = TrainConfig(
+        max_steps=len(seconds),
+        global_batch_size=tt.BATCH,
+        micro_batch_size=tt.BATCH // workers,
+        num_workers=workers,
+        cpus_per_worker=CPUS // workers,
+        zero_stage=stage,
+        checkpoint_every=0,
+        precision="fp32",
+    )
+    shape = dataclasses.asdict(tt.MODEL)
+    vocab = shape.pop("vocab_size")
+    found = pretrain_cost._size(shape, dataclasses.asdict(train), vocab)
+    found |= pretrain_cost._cluster_part(found, Cluster(nodes=1, cpus_per_node=CPUS))
+    found |= {"startup_excluded": 1.0, "checkpoints": 0.0, "mfu": 0.0, "gpu_peak_flops": 0.0}
+    found["train_tokens_available"] = 0.0
+    wall = float(np.median(seconds)) * len(seconds)
+    return [
+        {
+            "stage": "pretrain",
+            "size": found,
+            "measured": {"wall_s": wall},
+            "source": f"train_throughput model={model} steps={steps}",
+        }
+    ]
+
+
+def measure_pipeline(root: Path, overrides: tuple[str, ...]) -> list[dict]:
+    """`lmforge run` in a fresh workdir; every stage's estimate record is a sample."""
+    from lmforge.pipeline.calibrate import samples_from_store
+
+    workdir = root / ("pipeline-" + "-".join(o.split("=")[-1] for o in overrides[:3]))
+    command = [sys.executable, "-m", "lmforge.pipeline.cli", "run", f"workdir={workdir}"]
+    try:
+        subprocess.run([*command, *overrides], check=True, stdout=subprocess.DEVNULL)
+        samples = samples_from_store(workdir / "store")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    for sample in samples:
+        sample["source"] = "lmforge run " + " ".join(overrides)
+    return samples
+
+
+CASES = [
+    Case(
+        "clean_scale",
+        measure_clean,
+        calibration=((50_000, 32), (150_000, 32), (50_000, 128)),
+        quick=((20_000, 32), (60_000, 32), (20_000, 128)),
+        fit=((100_000, 32), (300_000, 32), (100_000, 128)),
+        target=((1_000_000, 32), (3_000_000, 32)),
+        quick_fit=((20_000, 32), (60_000, 32), (20_000, 128)),
+        quick_target=((200_000, 32),),
+    ),
+    Case(
+        "train_throughput",
+        measure_training,
+        calibration=(("tiny", 30), ("base", 15)),
+        quick=(("tiny", 20), ("base", 8)),
+        fit=(("tiny", 30), ("base", 15)),
+        target=(),
+        quick_fit=(("tiny", 20), ("base", 8)),
+        quick_target=(),
+    ),
+    Case(
+        "pipeline",
+        measure_pipeline,
+        calibration=(
+            ("preset=tiny", "data.max_docs=300", "train.max_steps=20", *TINY_EVAL),
+            ("preset=tiny", "train.max_steps=80", "eval.perplexity.max_tokens=20000"),
+        ),
+        quick=(("preset=tiny", "data.max_docs=300", "train.max_steps=20", *TINY_EVAL),),
+        fit=(
+            ("preset=tiny", "data.max_docs=300", "train.max_steps=20", *TINY_EVAL),
+            ("preset=tiny", "train.max_steps=80", "eval.perplexity.max_tokens=20000"),
+        ),
+        target=(("preset=tiny",), ("preset=small",)),
+        quick_fit=(("preset=tiny", "data.max_docs=300", "train.max_steps=20", *TINY_EVAL),),
+        quick_target=(
+            ("preset=tiny", "train.max_steps=150"),
+            ("preset=small", "train.max_steps=30", "eval.perplexity.max_tokens=20000"),
+        ),
+        uses_ray=False,
+    ),
+]
+
+
+def run_cases(root: Path, sizes_of: Callable[[Case], tuple]) -> list[dict]:
+    """Every case at the sizes `sizes_of` picks: Ray cases in one local runtime, then the rest."""
+    import ray
+
+    root.mkdir(parents=True, exist_ok=True)
+    samples: list[dict] = []
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    in_ray = [c for c in CASES if c.uses_ray and sizes_of(c)]
+    if in_ray:
+        ray.init(address="local", num_cpus=CPUS, include_dashboard=False, logging_level="WARNING")
+        try:
+            for case in in_ray:
+                for size in sizes_of(case):
+                    samples += _logged(case, size, root)
+        finally:
+            ray.shutdown()
+    for case in (c for c in CASES if not c.uses_ray):
+        for size in sizes_of(case):
+            samples += _logged(case, size, root)
+    return samples
+
+
+def _logged(case: Case, size: Any, root: Path) -> list[dict]:
+    print(f"estimate: measuring {case.name} at {size}", flush=True)
+    found = case.measure(root, size)
+    for sample in found:
+        sample["case"], sample["case_size"] = case.name, json.dumps(size)
+    return found
+
+
+def calibration_samples(root: Path, *, quick: bool = False) -> list[dict]:
+    """What `lmforge estimate --calibrate` fits on."""
+    return run_cases(root, lambda case: case.quick if quick else case.calibration)

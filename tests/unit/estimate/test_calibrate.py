@@ -1,0 +1,118 @@
+"""Fitting coefficients to measured runs, and the coefficients file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lmforge.pipeline.calibrate import fit_stage, samples_from_store, write_coefficients
+from lmforge.pipeline.config import compose
+from lmforge.pipeline.cost_model import Cluster, cost_models, evaluate, load_coefficients
+from lmforge.pipeline.errors import ConfigError
+from lmforge.pipeline.stages import clean_cost
+
+TRUTH = {
+    "fixed_s": 8.0,
+    "cpu_s_per_doc": 2e-5,
+    "cpu_s_per_byte": 4e-8,
+    "filter_cpu_s_per_byte": 3e-6,
+    "coordinator_mb": 290.0,
+    "coordinator_mb_per_unit": 2.0,
+}
+PREVIOUS = {k: v * 3 for k, v in TRUTH.items()}
+
+
+def clean_samples(sizes, chain_on: float) -> list[dict]:
+    """Samples whose measured values are the cost model's own, with TRUTH coefficients."""
+    data = compose()["data"]
+    samples = []
+    for docs, per_doc in sizes:
+        size = clean_cost._size(data, docs, docs * per_doc, Cluster(1, 2).as_size())
+        size |= {"keep_fraction": 0.75, "duplicate_fraction": 0.25, "chain_on": chain_on}
+        forms = clean_cost.cost(size).measures()
+        measured = {m: evaluate(forms[m], TRUTH, "clean") for m in ("wall_s", "coordinator_rss_mb")}
+        samples.append({"stage": "clean", "size": size, "measured": measured})
+    return samples
+
+
+SIZES = [(20_000, 200), (60_000, 200), (20_000, 800), (200_000, 5000), (100_000, 2000)]
+
+
+def test_the_fit_recovers_the_coefficients_that_made_the_measurements():
+    samples = clean_samples(SIZES, 0.0) + clean_samples(SIZES[:3], 1.0)
+    fitted = fit_stage("clean", samples, PREVIOUS)
+    for name, value in TRUTH.items():
+        assert fitted[name] == pytest.approx(value, rel=0.05), name
+
+
+def test_a_coefficient_the_samples_cannot_see_keeps_its_previous_value():
+    fitted = fit_stage("clean", clean_samples(SIZES, 0.0), PREVIOUS)
+    assert fitted["filter_cpu_s_per_byte"] == pytest.approx(PREVIOUS["filter_cpu_s_per_byte"])
+    assert fitted["cpu_s_per_doc"] == pytest.approx(TRUTH["cpu_s_per_doc"], rel=0.05)
+
+
+def test_coefficients_are_written_whole_and_read_back(tmp_path):
+    path = tmp_path / "estimate" / "coefficients.json"
+    samples = [{"stage": "clean"}, {"stage": "clean"}, {"stage": "pretrain"}]
+    write_coefficients(path, {"clean": TRUTH}, samples, "lmforge estimate --calibrate")
+    data = load_coefficients(path)
+    assert data["stages"]["clean"] == TRUTH
+    assert data["fitted_on"]["samples"] == {"clean": 2, "pretrain": 1}
+    assert data["fitted_on"]["command"] == "lmforge estimate --calibrate"
+    assert not list(path.parent.glob("*.partial"))
+
+
+def test_a_file_of_another_format_is_refused_with_what_to_do(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"format": 99, "stages": {}}))
+    with pytest.raises(ConfigError, match="--calibrate"):
+        load_coefficients(path)
+    with pytest.raises(ConfigError, match="no estimate coefficients"):
+        load_coefficients(tmp_path / "missing.json")
+
+
+def test_every_recorded_stage_run_becomes_a_sample(tmp_path):
+    record = {
+        "measured_s": 12.5,
+        "measured_artifact_bytes": 4096,
+        "size": {"docs": 10},
+        "measured": {"coordinator_rss_mb": 300.0},
+    }
+    for stage, entry in (("clean", record), ("report", None)):
+        folder = tmp_path / stage / "abc"
+        folder.mkdir(parents=True)
+        (folder / "manifest.json").write_text(json.dumps({"stage": stage, "estimate": entry}))
+    samples = samples_from_store(tmp_path)
+    assert len(samples) == 1
+    assert samples[0]["stage"] == "clean"
+    assert samples[0]["measured"] == {
+        "wall_s": 12.5,
+        "coordinator_rss_mb": 300.0,
+        "store_bytes": 4096,
+    }
+
+
+def test_every_cost_model_can_be_fitted_from_its_own_predictions():
+    from lmforge.pipeline.cost_model import load_coefficients as load
+    from lmforge.pipeline.cost_model import shipped_coefficients
+
+    shipped = load(shipped_coefficients())["stages"]
+    for name in cost_models():
+        assert set(shipped[name]) >= _coefficient_names(name), name
+
+
+def _coefficient_names(stage: str) -> set[str]:
+    """Every fitted coefficient a stage's cost model can use."""
+    from lmforge.pipeline.estimate_cli import BYTES_PER_DOC
+
+    config = compose()
+    flow = {"docs": 1e6, "bytes": 1e6 * BYTES_PER_DOC}
+    names: set[str] = set()
+    for name, module in cost_models().items():
+        size = module.size(config, flow, Cluster(1, 2, 10**10))
+        cost = module.cost(size)
+        flow |= cost.outputs
+        if name == stage:
+            names = {k for form in cost.measures().values() for k in form if k != "known"}
+    return names

@@ -1,0 +1,176 @@
+"""`lmforge estimate`: the arithmetic of the stages' cost models, the JSON shape, the flags."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from lmforge.model.config import ModelConfig
+from lmforge.model.flops import flops_per_token
+from lmforge.pipeline.config import compose
+from lmforge.pipeline.cost_model import (
+    Cluster,
+    cost_models,
+    load_coefficients,
+    shipped_coefficients,
+)
+from lmforge.pipeline.estimate import estimate_run
+
+GB = 10**9
+CLUSTER = Cluster(nodes=64, cpus_per_node=32, memory_per_node=512 * GB)
+ONE_B = [
+    "model.d_model=2048",
+    "model.n_layer=18",
+    "model.n_head=16",
+    "model.d_ff=8192",
+    "model.block_size=2048",
+    "tokenizer.vocab_size=50257",
+    "train.micro_batch_size=2",
+]
+GPUS = Cluster(
+    nodes=8,
+    cpus_per_node=64,
+    memory_per_node=1024 * GB,
+    gpus_per_node=8,
+    gpu_peak_flops=989e12,
+    gpu_memory=80 * GB,
+)
+
+
+@pytest.fixture(scope="module")
+def coefficients():
+    return load_coefficients(shipped_coefficients())
+
+
+def stage(result, name):
+    return next(s for s in result.stages if s.stage == name)
+
+
+def test_every_stage_of_the_dag_declares_a_cost_model():
+    from lmforge.pipeline.execute import load_stages
+
+    assert set(cost_models()) == set(load_stages())
+
+
+def test_clean_time_is_start_up_plus_per_document_and_per_byte_work_over_all_cpus(coefficients):
+    coef = copy.deepcopy(coefficients)
+    coef["stages"]["clean"].update(
+        fixed_s=10.0, cpu_s_per_doc=1e-4, cpu_s_per_byte=1e-7, filter_cpu_s_per_byte=2e-6
+    )
+    corpus = {"docs": 1e6, "bytes": 2e9}
+    result = estimate_run(compose(), corpus, CLUSTER, coef)
+    expected = 10 + (1e6 * 1e-4 + 2e9 * 1e-7 + 2e9 * 2e-6) / (64 * 32)
+    assert stage(result, "clean").wall_s == pytest.approx(expected)
+    bigger = estimate_run(compose(), corpus, Cluster(128, 32, 512 * GB), coef)
+    assert stage(bigger, "clean").wall_s - 10 == pytest.approx((expected - 10) / 2)
+
+
+def test_gpu_training_time_is_flops_over_peak_times_mfu(coefficients):
+    config = compose(["preset=gpu", *ONE_B, "train.num_workers=64"])
+    result = estimate_run(config, {"docs": 1e8, "bytes": 2e11, "mfu": 0.4}, GPUS, coefficients)
+    pretrain = stage(result, "pretrain")
+    model = ModelConfig(**{**config["model"], "vocab_size": 50257})
+    per_token = flops_per_token(model) + 6 * 2048 * 50257
+    tokens = 20000 * 256 * 2048  # max_steps x global_batch_size x block_size of preset=gpu
+    params = pretrain.size["params"]
+    checkpoints = 20000 // 200 * 12 * params / 250e6
+    compute = tokens * per_token / (64 * 989e12 * 0.4)
+    fixed = coefficients["stages"]["pretrain"]["fixed_s"]
+    assert pretrain.wall_s == pytest.approx(fixed + compute + checkpoints)
+    assert 0.95e9 < params < 1.1e9
+    assert pretrain.store_bytes == pytest.approx(8 * params + 2 * 2 * 12 * params)
+
+
+def test_json_is_a_stable_object_naming_the_bounding_stage(coefficients):
+    result = estimate_run(compose(), {"docs": 1e9, "bytes": 1e12}, CLUSTER, coefficients)
+    data = result.to_json()
+    assert set(data) == {
+        "format",
+        "corpus",
+        "cluster",
+        "coefficients",
+        "stages",
+        "total_wall_s",
+        "store_bytes",
+        "bound_stage",
+        "critical_path",
+        "fits",
+        "flags",
+    }
+    assert [s["stage"] for s in data["stages"]] == list(cost_models())
+    for row in data["stages"]:
+        assert set(row) == {
+            "stage",
+            "wall_s",
+            "peak_rss_mb",
+            "largest_process",
+            "coordinator_rss_mb",
+            "store_bytes",
+            "fits",
+            "processes",
+            "notes",
+        }
+        assert row["peak_rss_mb"] >= row["coordinator_rss_mb"] > 0
+    walls = {s["stage"]: s["wall_s"] for s in data["stages"]}
+    assert data["bound_stage"] in data["critical_path"]
+    assert walls[data["bound_stage"]] == max(walls[s] for s in data["critical_path"])
+    assert data["critical_path"][0] == "clean" and data["critical_path"][-1] == "report"
+    assert data["total_wall_s"] == pytest.approx(sum(walls[s] for s in data["critical_path"]), 1e-3)
+    assert data["store_bytes"] == pytest.approx(sum(s["store_bytes"] for s in data["stages"]), 1e-6)
+
+
+def test_a_rank_that_does_not_fit_its_gpu_is_told_to_shard_with_zero_3(coefficients):
+    thirteen_b = ["model.d_model=5120", "model.n_head=40", "model.d_ff=20480", "model.n_layer=40"]
+    base = ["preset=gpu", *ONE_B, *thirteen_b, "train.num_workers=64"]
+    corpus = {"docs": 1e8, "bytes": 2e11}
+    zero2 = estimate_run(compose([*base, "train.zero_stage=2"]), corpus, GPUS, coefficients)
+    flags = [f for f in zero2.flags if f.stage == "pretrain" and "GPU" in f.process]
+    assert flags and flags[0].change.startswith("train.zero_stage=3")
+    assert flags[0].needs_mb > flags[0].available_mb
+    zero3 = estimate_run(compose([*base, "train.zero_stage=3"]), corpus, GPUS, coefficients)
+    assert not [f for f in zero3.flags if f.stage == "pretrain" and "GPU" in f.process]
+
+
+def test_too_large_a_micro_batch_is_told_to_shrink(coefficients):
+    config = compose(["preset=gpu", *ONE_B, "train.num_workers=64", "train.micro_batch_size=64"])
+    result = estimate_run(config, {"docs": 1e8, "bytes": 2e11}, GPUS, coefficients)
+    changes = [f.change for f in result.flags if f.stage == "pretrain"]
+    assert "train.micro_batch_size=32 (activations)" in changes
+    assert not stage(result, "pretrain").fits
+
+
+def test_a_coordinator_too_big_for_the_head_node_names_the_setting(coefficients):
+    small_head = Cluster(nodes=4, cpus_per_node=8, memory_per_node=2 * GB)
+    result = estimate_run(compose(), {"docs": 1e9, "bytes": 1e13}, small_head, coefficients)
+    clean = [f for f in result.flags if f.stage == "clean"]
+    assert any("data.read_split_mb" in f.change for f in clean)
+    assert not result.to_json()["fits"]
+
+
+def test_a_whole_split_tokenizer_sample_is_flagged_with_sample_bytes(coefficients):
+    result = estimate_run(
+        compose(["tokenizer.sample_bytes=0"]), {"docs": 1e9, "bytes": 1e12}, CLUSTER, coefficients
+    )
+    assert any(f.change.startswith("tokenizer.sample_bytes=") for f in result.flags)
+    fits = estimate_run(
+        compose(["tokenizer.sample_bytes=1000000000"]),
+        {"docs": 1e9, "bytes": 1e12},
+        CLUSTER,
+        coefficients,
+    )
+    assert not [f for f in fits.flags if f.stage == "train_tokenizer"]
+
+
+def test_training_on_gpus_the_cluster_lacks_is_flagged(coefficients):
+    result = estimate_run(
+        compose(["preset=gpu"]), {"docs": 1e6, "bytes": 2e9}, CLUSTER, coefficients
+    )
+    assert any("train.use_gpu=false" in f.change for f in result.flags)
+    more = estimate_run(
+        compose(["preset=gpu", "train.num_workers=128"]),
+        {"docs": 1e6, "bytes": 2e9},
+        GPUS,
+        coefficients,
+    )
+    assert any("train.num_workers=64" in f.change for f in more.flags)
