@@ -5,7 +5,10 @@ Each case runs one benchmark's measuring function at one size and returns sample
 its cost model reads it, and the wall time, peak memory by process and bytes measured.
 
 - `clean_scale`: the `clean` stage on a synthetic corpus (`bench/clean_scale.py`,
-  `bench/corpus_synth.py`) of `docs` documents of about `words` words, filters off;
+  `bench/corpus_synth.py`) of `docs` documents of about `words` words, dedup on, the filter
+  chain off (as the clean benches run it) or on;
+- `tokenizer_sample`: BPE training on a sample of a synthetic split, in a fresh process
+  (`bench/tokenizer_sample.py`);
 - `train_throughput`: lmforge's training steps on one of `bench/train_throughput.py`'s models
   (start-up left out, median step time);
 - `pipeline`: `lmforge run` with the given overrides in a fresh workdir, every stage's manifest
@@ -55,15 +58,16 @@ class Case:
     """Runs in this process's Ray (else it starts its own, as `lmforge run` does)."""
 
 
-def measure_clean(root: Path, size: tuple[int, int]) -> list[dict]:
-    """`clean` on `docs` synthetic documents of about `words` words (clean_scale's run)."""
+def measure_clean(root: Path, size: tuple[int, int, str]) -> list[dict]:
+    """`clean` on `docs` synthetic documents of about `words` words (clean_scale's run), with
+    the default filter chain `on` or `off`."""
     import clean_scale
     import corpus_synth
 
     from lmforge.pipeline.calibrate import samples_from_store
     from lmforge.pipeline.sources.files import read_source
 
-    docs, words = size
+    docs, words, filters = size
     corpus = root / f"corpus-{docs}-{words}"
     corpus_synth.synthesize(corpus, docs, max(1, min(32, docs // 5000)), 0, words, CPUS)
     text_bytes = sum(
@@ -71,17 +75,18 @@ def measure_clean(root: Path, size: tuple[int, int]) -> list[dict]:
         for path in sorted(corpus.glob("*.jsonl.zst"))
         for doc in read_source(str(path))
     )
-    workdir = root / f"clean-{docs}-{words}"
+    workdir = root / f"clean-{docs}-{words}-{filters}"
     workdir.mkdir()
+    chain = [f"data.filters.{f}.enabled=true" for f in clean_scale.FILTERS if filters == "on"]
     try:
-        clean_scale.run_clean(corpus, workdir, ["data.val_fraction=0.05"])
+        clean_scale.run_clean(corpus, workdir, ["data.val_fraction=0.05", *chain])
         samples = samples_from_store(workdir / "store")
     finally:
         shutil.rmtree(corpus, ignore_errors=True)
         shutil.rmtree(workdir, ignore_errors=True)
     for sample in samples:
         sample["size"]["bytes"] = text_bytes  # the text itself, as --bytes counts it
-        sample["source"] = f"clean_scale docs={docs} words={words}"
+        sample["source"] = f"clean_scale docs={docs} words={words} filters={filters}"
     return samples
 
 
@@ -127,6 +132,30 @@ def measure_training(root: Path, size: tuple[str, int]) -> list[dict]:
     ]
 
 
+def measure_tokenizer(root: Path, size: tuple[str, str, int]) -> list[dict]:
+    """BPE training on a `sample` of a synthetic open-vocabulary split of `split` bytes, in a
+    fresh process (tokenizer_sample's run: the stage's own `train_on_sample`)."""
+    import tokenizer_sample as ts
+
+    split, sample, vocab = size
+    clean = root / f"tokenizer-{split}"
+    clean.mkdir(parents=True, exist_ok=True)
+    try:
+        ts.write_split(clean, "train", ts.parse_size(split), 0, 1.25, 128 << 20)
+        run = ts.train(clean, root / "tokenizer.json", ts.parse_size(sample), vocab)
+    finally:
+        shutil.rmtree(clean, ignore_errors=True)
+    found = {
+        "train_text_bytes": run["train_text_bytes"],
+        "sample_bytes": run["sample_text_bytes"],
+        "vocab_size": vocab,
+        "bytes_per_token": 3.4,
+    }
+    measured = {"wall_s": run["wall_s"], "coordinator_rss_mb": run["peak_rss_mb"]}
+    source = f"tokenizer_sample split={split} sample={sample} vocab={vocab}"
+    return [{"stage": "train_tokenizer", "size": found, "measured": measured, "source": source}]
+
+
 def measure_pipeline(root: Path, overrides: tuple[str, ...]) -> list[dict]:
     """`lmforge run` in a fresh workdir; every stage's estimate record is a sample."""
     from lmforge.pipeline.calibrate import samples_from_store
@@ -147,12 +176,29 @@ CASES = [
     Case(
         "clean_scale",
         measure_clean,
-        calibration=((50_000, 32), (150_000, 32), (50_000, 128)),
-        quick=((20_000, 32), (60_000, 32), (20_000, 128)),
-        fit=((100_000, 32), (300_000, 32), (100_000, 128)),
-        target=((1_000_000, 32), (3_000_000, 32)),
-        quick_fit=((20_000, 32), (60_000, 32), (20_000, 128)),
-        quick_target=((200_000, 32),),
+        calibration=(
+            (50_000, 32, "off"),
+            (150_000, 32, "off"),
+            (50_000, 128, "off"),
+            (10_000, 64, "on"),
+            (30_000, 64, "on"),
+        ),
+        quick=((20_000, 32, "off"), (60_000, 32, "off"), (20_000, 128, "off"), (10_000, 64, "on")),
+        fit=(
+            (100_000, 32, "off"),
+            (300_000, 32, "off"),
+            (100_000, 128, "off"),
+            (10_000, 64, "on"),
+            (30_000, 64, "on"),
+        ),
+        target=((1_000_000, 32, "off"), (3_000_000, 32, "off")),
+        quick_fit=(
+            (20_000, 32, "off"),
+            (60_000, 32, "off"),
+            (20_000, 128, "off"),
+            (10_000, 64, "on"),
+        ),
+        quick_target=((200_000, 32, "off"), (40_000, 64, "on")),
     ),
     Case(
         "train_throughput",
@@ -163,6 +209,17 @@ CASES = [
         target=(),
         quick_fit=(("tiny", 20), ("base", 8)),
         quick_target=(),
+    ),
+    Case(
+        "tokenizer_sample",
+        measure_tokenizer,
+        calibration=(("64MB", "16MB", 8192), ("64MB", "48MB", 8192), ("64MB", "16MB", 32768)),
+        quick=(("32MB", "8MB", 8192), ("32MB", "24MB", 8192)),
+        fit=(("64MB", "16MB", 8192), ("64MB", "48MB", 8192), ("64MB", "16MB", 32768)),
+        target=(("512MB", "128MB", 32768),),
+        quick_fit=(("32MB", "8MB", 8192), ("32MB", "24MB", 8192)),
+        quick_target=(("96MB", "64MB", 8192),),
+        uses_ray=False,
     ),
     Case(
         "pipeline",

@@ -106,6 +106,24 @@ def test_mlflow_holds_one_parent_with_one_nested_run_per_stage(first_run):
     assert by_stage["clean"].inputs.dataset_inputs, "clean logs its dataset with log_input"
 
 
+def test_every_stage_records_its_measured_cost_beside_the_estimate(first_run):
+    workdir, _, states = first_run
+    mlflow = client(f"sqlite:///{workdir / 'mlflow.db'}")
+    for name, state in states.items():
+        manifest = json.loads((Path(state["artifact"]) / "manifest.json").read_text())
+        record = manifest["estimate"]
+        assert "error" not in record, (name, record)
+        for key in ("predicted_s", "measured_s", "predicted_peak_rss_mb", "measured_peak_rss_mb"):
+            assert record[key] > 0, (name, key)
+        assert abs(record["measured_s"] - manifest["duration_s"]) < 1.0
+        assert record["measured_peak_rss_mb"] == max(record["measured"].values())
+        metrics = mlflow.get_run(state["mlflow_run_id"]).data.metrics
+        assert metrics["estimate_measured_s"] == record["measured_s"]
+        assert metrics["estimate_predicted_peak_rss_mb"] == record["predicted_peak_rss_mb"]
+    pretrain = json.loads((Path(states["pretrain"]["artifact"]) / "manifest.json").read_text())
+    assert pretrain["estimate"]["measured"]["rank_rss_mb"] > 100  # rank 0's own peak
+
+
 def test_second_unchanged_run_is_all_cache_hits(first_run):
     workdir, _, before = first_run
     proc = lmforge("run", *TINY, f"workdir={workdir}")
