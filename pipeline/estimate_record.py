@@ -100,10 +100,11 @@ def directory_bytes(path: Path) -> int:
 
 
 def cluster_now() -> Cluster:
-    """The Ray cluster this stage runs on, as the cost models see a cluster."""
+    """The Ray cluster this stage runs on (this machine outside Ray), as cost models see it."""
     import ray
 
-    nodes = [n for n in ray.nodes() if n.get("Alive")] or [{}]
+    nodes = [n for n in ray.nodes() if n.get("Alive")] if ray.is_initialized() else []
+    nodes = nodes or [{"Resources": {"CPU": os.cpu_count() or 1}}]
     cpus = sum(n.get("Resources", {}).get("CPU", 0) for n in nodes)
     gpus = sum(n.get("Resources", {}).get("GPU", 0) for n in nodes)
     try:

@@ -88,12 +88,11 @@ def measured_of_run(summary: dict) -> dict[str, float]:
     return {k: float(v) for k, v in found.items() if v}
 
 
-def cost(s: dict[str, float]) -> StageCost:
-    docs, cpus, kept = s["docs"], s["cpus"], s["docs"] * s["keep_fraction"]
+def _processes(s: dict[str, float]) -> list[ProcessCost]:
+    docs, kept = s["docs"], s["docs"] * s["keep_fraction"]
     ranges = max(1, math.ceil(kept / DEDUP_PARTITION_DOCS))
-    per_node = s["cpus_per_node"]
-    split = "data.read_split_mb (smaller read units)"
-    processes = [
+    per_node = int(s["cpus_per_node"])
+    return [
         ProcessCost(
             "coordinator",
             {"coordinator_mb": 1, "coordinator_mb_per_unit": s["read_units"]},
@@ -104,7 +103,7 @@ def cost(s: dict[str, float]) -> StageCost:
             "filter task",
             {"filter_task_mb": 1, "filter_task_mb_per_doc": docs / s["read_units"]},
             per_node=per_node,
-            remedy=split,
+            remedy="data.read_split_mb (smaller read units)",
         ),
         ProcessCost(
             "dedup task",
@@ -126,6 +125,10 @@ def cost(s: dict[str, float]) -> StageCost:
         ),
         ProcessCost("shard task", {"shard_task_mb": 1}, per_node=per_node, remedy="data.shard_mb"),
     ]
+
+
+def cost(s: dict[str, float]) -> StageCost:
+    docs, cpus, kept = s["docs"], s["cpus"], s["docs"] * s["keep_fraction"]
     text_out = s["bytes"] * s["keep_fraction"]
     split_bytes = {"train": text_out * (1 - s["val_fraction"]), "val": text_out * s["val_fraction"]}
     shards = {
@@ -140,7 +143,7 @@ def cost(s: dict[str, float]) -> StageCost:
             "filter_cpu_s_per_byte": s["chain_on"] * s["bytes"] / cpus,
         },
         store_bytes={"store_bytes_per_byte": s["bytes"]},
-        processes=processes,
+        processes=_processes(s),
         outputs={
             "docs_out": kept,
             "train_text_bytes": split_bytes["train"],

@@ -19,7 +19,7 @@ from __future__ import annotations
 from lmforge.model.config import ModelConfig
 from lmforge.model.flops import flops_per_token, non_embedding_parameters
 from lmforge.pipeline.cost_model import KNOWN, Cluster, ProcessCost, StageCost
-from lmforge.pipeline.training.memory import activation_bytes, rank_memory
+from lmforge.pipeline.training.memory import RankMemory, activation_bytes, rank_memory
 
 STAGE = "pretrain"
 INPUTS = ("tokenize", "train_tokenizer")
@@ -111,73 +111,27 @@ def measured_of_run(summary: dict) -> dict[str, float]:
 
 
 def cost(s: dict[str, float]) -> StageCost:
-    work = s["tokens"] * s["flops_per_token"]
-    on_gpu = bool(s["use_gpu"])
     checkpoint_bytes = 12 * s["params"]
     # A throughput bench's steps leave the start-up out (`startup_excluded`).
     wall = {
         "fixed_s": 1 - s.get("startup_excluded", 0),
         KNOWN: s["checkpoints"] * checkpoint_bytes / CHECKPOINT_BYTES_PER_S,
     }
+    work = s["tokens"] * s["flops_per_token"]
+    on_gpu = bool(s["use_gpu"])
     if on_gpu:
         wall[KNOWN] += work / (s["world"] * max(1.0, s["gpu_peak_flops"]) * s["mfu"])
     else:
         wall["cpu_s_per_flop"] = work / (s["world"] * s["cpus_per_worker"])
-    memory = rank_memory(
-        params=s["params"],
-        zero_stage=int(s["zero_stage"]),
-        world=int(s["world"]),
-        offload_optimizer=bool(s["offload_optimizer"]),
-        offload_params=bool(s["offload_params"]),
-        activations=activation_bytes(
-            seq=int(s["block_size"]),
-            micro_batch=int(s["micro_batch"]),
-            d_model=int(s["d_model"]),
-            n_head=int(s["n_head"]),
-            n_layer=int(s["n_layer"]),
-            vocab=int(s["vocab_size"]),
-            half_precision=bool(s["half_precision"]),
-            fused_attention=on_gpu,
-        ),
-    )
     processes = [
         ProcessCost(
             "coordinator",
             {"coordinator_mb": 1, KNOWN: 2 * 4 * s["params"] / MB},
             coordinator=True,
             remedy="a head node with more memory (the export holds two fp32 copies of the weights)",
-        )
+        ),
+        *_ranks(s, _rank_memory(s)),
     ]
-    per_node = int(s["ranks_per_node"])
-    if on_gpu:
-        processes.append(
-            ProcessCost(
-                "rank",
-                {KNOWN: GPU_RANK_HOST_MB + memory.host_bytes / MB},
-                per_node=per_node,
-                remedy=_remedy(s, memory.host, host=True),
-            )
-        )
-        processes.append(
-            ProcessCost(
-                "rank GPU",
-                {KNOWN: GPU_CONTEXT_MB + memory.device_bytes / MB},
-                device="gpu",
-                remedy=_remedy(s, memory.device, host=False),
-            )
-        )
-    else:
-        everything = {**memory.device}
-        for part, n in memory.host.items():
-            everything[part] = everything.get(part, 0) + n
-        processes.append(
-            ProcessCost(
-                "rank",
-                {"rank_mb": 1, KNOWN: sum(everything.values()) / MB},
-                per_node=per_node,
-                remedy=_remedy(s, everything, host=True),
-            )
-        )
     return StageCost(
         wall_s=wall,
         store_bytes={KNOWN: 8 * s["params"] + 2 * s["keep_checkpoints"] * checkpoint_bytes},
@@ -212,7 +166,45 @@ def _problems(s: dict) -> list[str]:
     return []
 
 
-def _remedy(s: dict, parts: dict[str, float], *, host: bool) -> str:
+def _rank_memory(s: dict[str, float]) -> RankMemory:
+    return rank_memory(
+        params=s["params"],
+        zero_stage=int(s["zero_stage"]),
+        world=int(s["world"]),
+        offload_optimizer=bool(s["offload_optimizer"]),
+        offload_params=bool(s["offload_params"]),
+        activations=activation_bytes(
+            seq=int(s["block_size"]),
+            micro_batch=int(s["micro_batch"]),
+            d_model=int(s["d_model"]),
+            n_head=int(s["n_head"]),
+            n_layer=int(s["n_layer"]),
+            vocab=int(s["vocab_size"]),
+            half_precision=bool(s["half_precision"]),
+            fused_attention=bool(s["use_gpu"]),
+        ),
+    )
+
+
+def _ranks(s: dict[str, float], memory: RankMemory) -> list[ProcessCost]:
+    """A training rank: on GPUs its device memory and its host process apart; on CPUs one
+    process holding everything, plus a measured runtime base."""
+    per_node = int(s["ranks_per_node"])
+    if s["use_gpu"]:
+        host = {KNOWN: GPU_RANK_HOST_MB + memory.host_bytes / MB}
+        device = {KNOWN: GPU_CONTEXT_MB + memory.device_bytes / MB}
+        return [
+            ProcessCost("rank", host, per_node=per_node, remedy=_remedy(s, memory.host, True)),
+            ProcessCost("rank GPU", device, device="gpu", remedy=_remedy(s, memory.device, False)),
+        ]
+    everything = dict(memory.device)
+    for part, n in memory.host.items():
+        everything[part] = everything.get(part, 0) + n
+    form = {"rank_mb": 1, KNOWN: sum(everything.values()) / MB}
+    return [ProcessCost("rank", form, per_node=per_node, remedy=_remedy(s, everything, True))]
+
+
+def _remedy(s: dict, parts: dict[str, float], host: bool) -> str:
     """The setting that shrinks the largest part of a rank's memory."""
     largest = max(parts, key=parts.get)
     if largest == "checkpoint gather":
