@@ -9,6 +9,7 @@ its cost model reads it, and the wall time, peak memory by process and bytes mea
   chain off (as the clean benches run it) or on;
 - `tokenizer_sample`: BPE training on a sample of a synthetic split, in a fresh process
   (`bench/tokenizer_sample.py`);
+- `tokenize_throughput`: the tokenize path on one CPU (`bench/tokenize_throughput.py`);
 - `train_throughput`: lmforge's training steps on one of `bench/train_throughput.py`'s models
   (start-up left out, median step time);
 - `pipeline`: `lmforge run` with the given overrides in a fresh workdir, every stage's manifest
@@ -31,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from lmforge.pipeline.cost_model import Cluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -95,7 +98,6 @@ def measure_training(root: Path, size: tuple[str, int]) -> list[dict]:
     import numpy as np
     import train_throughput as tt
 
-    from lmforge.pipeline.cost_model import Cluster
     from lmforge.pipeline.stages import pretrain_cost
     from lmforge.pipeline.training.config import TrainConfig
 
@@ -154,6 +156,39 @@ def measure_tokenizer(root: Path, size: tuple[str, str, int]) -> list[dict]:
     measured = {"wall_s": run["wall_s"], "coordinator_rss_mb": run["peak_rss_mb"]}
     source = f"tokenizer_sample split={split} sample={sample} vocab={vocab}"
     return [{"stage": "train_tokenizer", "size": found, "measured": measured, "source": source}]
+
+
+def measure_tokenize(root: Path, size: tuple[float, int]) -> list[dict]:
+    """lmforge's tokenize path (`tokenize_partition`) on `mb` MB of documentation text, one
+    CPU, one rayon thread (tokenize_throughput's run); start-up left out."""
+    previous = os.environ.get("RAYON_NUM_THREADS")
+    import tokenize_throughput as tt  # sets RAYON_NUM_THREADS=1 for this process's encoder
+
+    from lmforge.tokenizer import TokenizerConfig, train_bpe
+
+    mb, vocab = size
+    try:
+        texts = tt.documentation_corpus(int(mb * tt.MB))
+        tok = train_bpe(iter(texts[:2000]), TokenizerConfig(vocab_size=vocab))
+        seconds = tt.timed(lambda: tt.lmforge_encode(tok, texts, root))
+    finally:  # the pipeline runs that follow keep their own setting
+        if previous is None:
+            os.environ.pop("RAYON_NUM_THREADS", None)
+        else:
+            os.environ["RAYON_NUM_THREADS"] = previous
+    text_bytes = sum(len(t.encode("utf-8")) for t in texts)
+    found = {
+        **Cluster(nodes=1, cpus_per_node=1).as_size(),
+        "text_bytes": text_bytes,
+        "val_text_bytes": 0.0,
+        "docs": len(texts),
+        "shards": 1,
+        "bytes_per_token": 3.4,
+        "vocab_size": vocab,
+        "startup_excluded": 1.0,
+    }
+    source = f"tokenize_throughput mb={mb} vocab={vocab}"
+    return [{"stage": "tokenize", "size": found, "measured": {"wall_s": seconds}, "source": source}]
 
 
 def measure_pipeline(root: Path, overrides: tuple[str, ...]) -> list[dict]:
@@ -219,6 +254,17 @@ CASES = [
         target=(("512MB", "128MB", 32768),),
         quick_fit=(("32MB", "8MB", 8192), ("32MB", "24MB", 8192)),
         quick_target=(("96MB", "64MB", 8192),),
+        uses_ray=False,
+    ),
+    Case(
+        "tokenize_throughput",
+        measure_tokenize,
+        calibration=((5.0, 8192), (15.0, 8192)),
+        quick=((3.0, 8192), (9.0, 8192)),
+        fit=((5.0, 8192), (15.0, 8192)),
+        target=(),
+        quick_fit=((3.0, 8192), (9.0, 8192)),
+        quick_target=(),
         uses_ray=False,
     ),
     Case(
