@@ -168,5 +168,7 @@ def calibrate(workdir: Path, *, quick: bool = False) -> Path:
     write_coefficients(
         path, fit(samples, previous), samples, f"lmforge estimate --calibrate{flags}"
     )
-    print(f"fitted {len(samples)} samples in {time.time() - started:.0f}s: {path}")
+    kept = path.with_name("samples.json")  # what the fit saw, to check or refit it later
+    kept.write_text(json.dumps(samples, indent=1) + "\n", encoding="utf-8")
+    print(f"fitted {len(samples)} samples in {time.time() - started:.0f}s: {path} ({kept.name})")
     return path
