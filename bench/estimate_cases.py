@@ -61,18 +61,20 @@ class Case:
     """Runs in this process's Ray (else it starts its own, as `lmforge run` does)."""
 
 
-def measure_clean(root: Path, size: tuple[int, int, str]) -> list[dict]:
+def measure_clean(root: Path, size: tuple) -> list[dict]:
     """`clean` on `docs` synthetic documents of about `words` words (clean_scale's run), with
-    the default filter chain `on` or `off`."""
+    the default filter chain `on` or `off`, in `files` files (each a read unit: the
+    coordinator's memory per unit), by default one per 5,000 documents, at most 32."""
     import clean_scale
     import corpus_synth
 
     from lmforge.pipeline.calibrate import samples_from_store
     from lmforge.pipeline.sources.files import read_source
 
-    docs, words, filters = size
+    docs, words, filters = size[:3]
+    files = size[3] if len(size) > 3 else max(1, min(32, docs // 5000))
     corpus = root / f"corpus-{docs}-{words}"
-    corpus_synth.synthesize(corpus, docs, max(1, min(32, docs // 5000)), 0, words, CPUS)
+    corpus_synth.synthesize(corpus, docs, files, 0, words, CPUS)
     text_bytes = sum(
         len(doc.text.encode("utf-8"))
         for path in sorted(corpus.glob("*.jsonl.zst"))
@@ -217,14 +219,22 @@ CASES = [
             (50_000, 128, "off"),
             (10_000, 64, "on"),
             (30_000, 64, "on"),
+            (20_000, 32, "off", 600),
         ),
-        quick=((20_000, 32, "off"), (60_000, 32, "off"), (20_000, 128, "off"), (10_000, 64, "on")),
+        quick=(
+            (20_000, 32, "off"),
+            (60_000, 32, "off"),
+            (20_000, 128, "off"),
+            (10_000, 64, "on"),
+            (10_000, 32, "off", 300),
+        ),
         fit=(
             (100_000, 32, "off"),
             (300_000, 32, "off"),
             (100_000, 128, "off"),
             (10_000, 64, "on"),
             (30_000, 64, "on"),
+            (20_000, 32, "off", 600),
         ),
         target=((1_000_000, 32, "off"), (3_000_000, 32, "off")),
         quick_fit=(

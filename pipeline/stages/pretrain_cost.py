@@ -137,7 +137,7 @@ def cost(s: dict[str, float]) -> StageCost:
         store_bytes={KNOWN: 8 * s["params"] + 2 * s["keep_checkpoints"] * checkpoint_bytes},
         processes=processes,
         outputs={"params": s["params"], "flops_per_token": s["flops_per_token"]},
-        notes=_notes(s, on_gpu),
+        notes=_notes(s, on_gpu, checkpoint_bytes),
         problems=_problems(s),
     )
 
@@ -222,10 +222,19 @@ def _remedy(s: dict, parts: dict[str, float], host: bool) -> str:
     return "more workers (train.num_workers) on more nodes"
 
 
-def _notes(s: dict, on_gpu: bool) -> list[str]:
+def _notes(s: dict, on_gpu: bool, checkpoint_bytes: float) -> list[str]:
     notes = [f"{s['params'] / 1e6:.4g}M parameters, {s['tokens']:.3g} tokens"]
     if s["train_tokens_available"]:
         notes.append(f"{s['tokens'] / s['train_tokens_available']:.2g} epochs of the train split")
     if on_gpu:
         notes.append(f"MFU {s['mfu']:.0%} of {s['gpu_peak_flops'] / 1e12:.0f} TFLOP/s per GPU")
+        parts = _rank_memory(s).device
+        shown = ", ".join(f"{k} {v / 2**30:.1f}" for k, v in parts.items() if v >= 2**27)
+        notes.append(f"per GPU {sum(parts.values()) / 2**30:.1f} GiB ({shown})")
+    if s["checkpoints"]:
+        seconds = s["checkpoints"] * checkpoint_bytes / CHECKPOINT_BYTES_PER_S
+        notes.append(
+            f"{int(s['checkpoints'])} checkpoints of {checkpoint_bytes / 1e9:.3g} GB "
+            f"written by rank 0: {seconds / 60:.0f} min"
+        )
     return notes
