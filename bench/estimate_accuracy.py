@@ -86,10 +86,14 @@ def main() -> None:
         targets = estimate_cases.run_cases(
             root / "target", lambda c: c.quick_target if args.quick else c.target
         )
+        found, lines = checks(targets, coefficients)
+        if args.keep:  # what was fitted and checked, to look into or refit later
+            for name, data in (("fit", fit_samples), ("target", targets)):
+                (root / f"{name}_samples.json").write_text(json.dumps(data, indent=1))
+            (root / "coefficients.json").write_text(json.dumps(coefficients, indent=1))
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    found, lines = checks(targets, coefficients)
     print(f"  {'case':<16}{'stage':<16}{'pred s':>9}{'meas s':>9}{'pred MB':>9}{'meas MB':>9}")
     print("\n".join(lines))
     time_errors = [abs(c["time_error"]) for c in found]

@@ -106,9 +106,12 @@ def measure_training(root: Path, size: tuple[str, int]) -> list[dict]:
     model, steps = size
     tt.MODEL, tt.BATCH = tt.CASES[model]
     workers, stage = (1, 0) if model == "base" else (2, 1)
-    data = tt.write_shards(root / f"shards-{model}", n_windows=steps * tt.BATCH + 1)
-    seconds = tt.lmforge_run(root, data, steps, workers=workers, cpus=CPUS, stage=stage)
-    shutil.rmtree(data, ignore_errors=True)
+    work = root / f"train-{model}-{steps}"
+    try:
+        data = tt.write_shards(work / "shards", n_windows=steps * tt.BATCH + 1)
+        seconds = tt.lmforge_run(work, data, steps, workers=workers, cpus=CPUS, stage=stage)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     train = TrainConfig(
         max_steps=len(seconds),
         global_batch_size=tt.BATCH,
@@ -172,7 +175,9 @@ def measure_tokenize(root: Path, size: tuple[float, int]) -> list[dict]:
     try:
         texts = tt.documentation_corpus(int(mb * tt.MB))
         tok = train_bpe(iter(texts[:2000]), TokenizerConfig(vocab_size=vocab))
-        seconds = tt.timed(lambda: tt.lmforge_encode(tok, texts, root))
+        out = root / f"tokenize-{mb}"
+        seconds = tt.timed(lambda: tt.lmforge_encode(tok, texts, out))
+        shutil.rmtree(out, ignore_errors=True)
     finally:  # the pipeline runs that follow keep their own setting
         if previous is None:
             os.environ.pop("RAYON_NUM_THREADS", None)

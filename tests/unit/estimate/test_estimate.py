@@ -50,6 +50,8 @@ def stage(result, name):
 def test_every_stage_of_the_dag_declares_a_cost_model():
     from lmforge.pipeline.execute import load_stages
 
+    missing = set(load_stages()) - set(cost_models())
+    assert not missing, f"write pipeline/stages/<stage>_cost.py for {sorted(missing)}"
     assert set(cost_models()) == set(load_stages())
 
 
