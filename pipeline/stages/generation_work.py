@@ -2,8 +2,10 @@
 tokens it generates or scores there (`sample`, `harm`, `perplexity` run on one CPU today).
 
 A forward pass costs about a third of C, the training FLOPs per token (2 N of 6 N, plus the
-attention and LM head terms likewise); generating with the KV cache also pays a per-token
-overhead that dominates on small models (Python, sampling, the cache), fitted separately.
+attention and LM head terms likewise). Generating with the KV cache decodes every prompt of a
+call together, one step per new token, and pays per step (the Python loop, the cache) and per
+generated token (sampling over the vocabulary) besides the FLOPs: on small models these
+overheads dominate, so each is fitted.
 """
 
 from __future__ import annotations
@@ -29,10 +31,14 @@ def model_of_run(upstream: dict) -> dict[str, float]:
     return {"params": params, "forward_flops": flops * FORWARD_SHARE, "trained_tokens": tokens}
 
 
-def generation_wall(s: dict[str, float], generated: float, scored: float = 0.0) -> Linear:
-    """Wall time of one process generating `generated` tokens and scoring `scored` more."""
+def generation_wall(
+    s: dict[str, float], generated: float, steps: float, scored: float = 0.0
+) -> Linear:
+    """Wall time of one process generating `generated` tokens in `steps` batched decoding steps
+    (every prompt of a call decodes together) and scoring `scored` tokens more."""
     return {
         "fixed_s": 1,
+        "s_per_generation_step": steps,
         "s_per_generated_token": generated,
         "cpu_s_per_flop": (generated + scored) * s["forward_flops"],
     }

@@ -35,8 +35,15 @@ def _size(cfg: dict, train_docs: float) -> dict[str, float]:
         + cfg["extraction_prefixes"] * cfg["extraction_tokens"]
         + cfg["pii_samples"] * 2 * cfg["max_new_tokens"]
     )
+    new = cfg["max_new_tokens"]
+    steps = (  # one batched call per probe
+        new
+        + (new if cfg["bias_samples"] else 0)
+        + (cfg["extraction_tokens"] if cfg["extraction_prefixes"] else 0)
+        + (2 * new if cfg["pii_samples"] else 0)
+    )
     scanned = min(train_docs, PII_SCAN_DOCS) if cfg["pii_samples"] else 0
-    return {"generated": generated, "pii_scan_docs": scanned}
+    return {"generated": generated, "steps": steps, "pii_scan_docs": scanned}
 
 
 def size_of_run(sections: dict, summary: dict, upstream: dict, cluster: Cluster) -> dict:
@@ -49,7 +56,7 @@ def measured_of_run(summary: dict) -> dict[str, float]:
 
 
 def cost(s: dict[str, float]) -> StageCost:
-    wall = generation_wall(s, s["generated"])
+    wall = generation_wall(s, s["generated"], s["steps"])
     wall["s_per_scanned_doc"] = s["pii_scan_docs"]
     return StageCost(
         wall_s=wall,

@@ -62,8 +62,9 @@ def measured_of_run(summary: dict) -> dict[str, float]:
 
 
 def cost(s: dict[str, float]) -> StageCost:
-    wall = generation_wall(s, 0.0, 2 * s["window_tokens"] + s["document_tokens"])
+    wall = generation_wall(s, 0.0, 0.0, 2 * s["window_tokens"] + s["document_tokens"])
     wall.pop("s_per_generated_token")
+    wall.pop("s_per_generation_step")
     wall["s_per_baseline_token"] = s["baseline_tokens"]
     process = model_process(s, copies=2)
     process.rss_mb["coordinator_mb_per_token"] = s["scored_tokens"]

@@ -22,7 +22,10 @@ def size(config: dict, flow: dict, cluster: Cluster) -> dict[str, float]:
 
 
 def _size(cfg: dict) -> dict[str, float]:
-    return {"generated": MODES * len(cfg["prompts"]) * cfg["max_new_tokens"]}
+    return {
+        "generated": MODES * len(cfg["prompts"]) * cfg["max_new_tokens"],
+        "steps": MODES * cfg["max_new_tokens"],  # one batched call per mode
+    }
 
 
 def size_of_run(sections: dict, summary: dict, upstream: dict, cluster: Cluster) -> dict:
@@ -35,7 +38,7 @@ def measured_of_run(summary: dict) -> dict[str, float]:
 
 def cost(s: dict[str, float]) -> StageCost:
     return StageCost(
-        wall_s=generation_wall(s, s["generated"]),
+        wall_s=generation_wall(s, s["generated"], s["steps"]),
         store_bytes={"store_bytes": 1},
         processes=[model_process(s)],
     )
