@@ -133,7 +133,7 @@ def render(result) -> str:
         peak = f", {c.gpu_peak_flops / 1e12:.0f} TFLOP/s" if c.gpu_peak_flops else ""
         shape += f" + {c.gpus_per_node} GPUs{peak}"
     if c.memory_per_node:
-        shape += f", {format_bytes(c.memory_per_node)} RAM each"
+        shape += f", {format_mb(c.memory_per_node / 2**20)} RAM each"
     lines = [
         f"corpus: {result.corpus['docs']:.3g} documents, {format_bytes(result.corpus['bytes'])}"
         f" of text; cluster: {shape}",

@@ -61,8 +61,8 @@ def format_bytes(n: float) -> str:
 
 
 def format_mb(mb: float) -> str:
-    """Memory in MiB as `850 MB` or `12.4 GB` (binary multiples, as RSS is counted)."""
-    return f"{_short(mb / 1024)} GB" if mb >= 1024 else f"{mb:.0f} MB"
+    """Memory given in MiB as `850 MiB` or `12.4 GiB` (binary multiples, as RSS is counted)."""
+    return f"{_short(mb / 1024)} GiB" if mb >= 1024 else f"{mb:.0f} MiB"
 
 
 def format_duration(seconds: float) -> str:
