@@ -58,7 +58,8 @@ class Case:
     quick_fit: tuple
     quick_target: tuple
     uses_ray: bool = True
-    """Runs in this process's Ray (else it starts its own, as `lmforge run` does)."""
+    """Measures in a local Ray runtime of its own (else the case starts what it needs, as
+    `lmforge run` does)."""
 
 
 def measure_clean(root: Path, size: tuple) -> list[dict]:
@@ -307,35 +308,44 @@ CASES = [
 
 
 def run_cases(root: Path, sizes_of: Callable[[Case], tuple]) -> list[dict]:
-    """Every case at the sizes `sizes_of` picks: Ray cases in one local runtime, then the rest."""
-    import ray
-
+    """Every case at the sizes `sizes_of` picks, each size in a fresh process (with its own
+    local Ray where the case needs one), so no earlier measurement's memory counts in it."""
     root.mkdir(parents=True, exist_ok=True)
     samples: list[dict] = []
-    os.environ.setdefault("RAY_worker_niceness", "0")
-    in_ray = [c for c in CASES if c.uses_ray and sizes_of(c)]
-    if in_ray:
-        ray.init(address="local", num_cpus=CPUS, include_dashboard=False, logging_level="WARNING")
-        try:
-            for case in in_ray:
-                for size in sizes_of(case):
-                    samples += _logged(case, size, root)
-        finally:
-            ray.shutdown()
-    for case in (c for c in CASES if not c.uses_ray):
+    for case in CASES:
         for size in sizes_of(case):
-            samples += _logged(case, size, root)
+            print(f"estimate: measuring {case.name} at {size}", flush=True)
+            command = [sys.executable, __file__, case.name, json.dumps(size), str(root)]
+            done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+            if done.returncode:
+                raise RuntimeError(f"measuring {case.name} at {size} failed: see its output above")
+            found = json.loads(done.stdout.strip().splitlines()[-1])
+            for sample in found:
+                sample["case"], sample["case_size"] = case.name, json.dumps(size)
+            samples += found
     return samples
 
 
-def _logged(case: Case, size: Any, root: Path) -> list[dict]:
-    print(f"estimate: measuring {case.name} at {size}", flush=True)
-    found = case.measure(root, size)
-    for sample in found:
-        sample["case"], sample["case_size"] = case.name, json.dumps(size)
-    return found
+def measure_here(name: str, size: Any, root: Path) -> list[dict]:
+    """One case at one size in this process (the child `run_cases` starts)."""
+    import ray
+
+    case = next(c for c in CASES if c.name == name)
+    if not case.uses_ray:
+        return case.measure(root, size)
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    ray.init(address="local", num_cpus=CPUS, include_dashboard=False, logging_level="WARNING")
+    try:
+        return case.measure(root, size)
+    finally:
+        ray.shutdown()
 
 
 def calibration_samples(root: Path, *, quick: bool = False) -> list[dict]:
     """What `lmforge estimate --calibrate` fits on."""
     return run_cases(root, lambda case: case.quick if quick else case.calibration)
+
+
+if __name__ == "__main__":
+    found = measure_here(sys.argv[1], json.loads(sys.argv[2]), Path(sys.argv[3]))
+    print(json.dumps(found))
