@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,7 @@ class ModelWorker:
         from lmforge.pipeline.stages.trained_model import TrainedModel
 
         reset_peak_rss()  # a reused worker process's history is not this actor's
+        self._cpu_started = time.process_time()
         torch.set_num_threads(threads)
         self.device = device
         self.trained = TrainedModel(Path(pretrain_dir), Path(tokenizer_dir), device=device)
@@ -77,10 +79,14 @@ class ModelWorker:
     def ready(self) -> int:
         return os.getpid()
 
-    def peak_rss(self) -> int:
+    def usage(self) -> dict[str, float]:
+        """Peak RSS (bytes) and CPU seconds of this actor since it started."""
         from lmforge.pipeline.proc_stats import task_peak_rss_bytes
 
-        return task_peak_rss_bytes()
+        return {
+            "peak_rss": task_peak_rss_bytes(),
+            "cpu_s": time.process_time() - self._cpu_started,
+        }
 
     def apply(self, fn: Callable[[ModelWorker, Any], Any], item: Any) -> Any:
         """fn(this worker, item), under bf16 autocast on a GPU."""
@@ -227,11 +233,11 @@ class ModelPool:
         )  # row r of the whole list samples with seed + r, however it is batched
         return [out for batch in self.map(fn, jobs) for out in batch]
 
-    def peak_rss_bytes(self) -> list[int]:
-        """VmHWM of every started actor since it started."""
+    def usage(self) -> list[dict[str, float]]:
+        """Peak RSS (bytes) and CPU seconds of every started actor since it started."""
         import ray
 
-        return ray.get([self.actors[i].peak_rss.remote() for i in sorted(self._ready)])
+        return ray.get([self.actors[i].usage.remote() for i in sorted(self._ready)])
 
 
 _END = object()

@@ -98,9 +98,10 @@ def _stream_figures(cfg: PerplexityConfig, sums, baselines: dict) -> dict:
         "val_perplexity_ci_high": high,
         "val_tokens_scored": sums.totals["model"][1],
         "val_interval_groups": int(tokens.size),
-        "init_perplexity": math.exp(sums.mean_nll("init")),
-        "init_tokens_scored": sums.totals["init"][1],
     }
+    if "init" in sums.totals:
+        stats["init_perplexity"] = math.exp(sums.mean_nll("init"))
+        stats["init_tokens_scored"] = sums.totals["init"][1]
     for name in baselines:
         ce = sums.mean_nll(name)
         stats[f"{name}_cross_entropy"] = ce
@@ -202,6 +203,7 @@ def perplexity(ctx: StageContext) -> dict:
         stats["minimal_pair_accuracy"] = minimal_pair_accuracy(pool.logprobs)["accuracy"]
         stats["scoring_actors"] = len(pool.actors)
         stats["scoring_device"] = pool.device
+        stats["scoring_actor_peak_rss_mb"] = max(u["peak_rss"] for u in pool.usage()) / 2**20
     stats["vocab_size"] = model_cfg.vocab_size
     train_tokens = int(ctx.input_manifests["pretrain"]["summary"].get("tokens", 0) or 0)
     stats["scaling_law_loss_from_params"] = loss_from_params(non_embedding_parameters(model_cfg))
