@@ -95,8 +95,7 @@ def harm(ctx: StageContext) -> dict:
     from lmforge.pipeline.stages.model_pool import ModelPool
 
     cfg: HarmConfig = ctx.config
-    pretrain, tokenizer = ctx.input("pretrain"), ctx.input("train_tokenizer")
-    with ModelPool(cfg, pretrain, tokenizer, section="eval.harm") as pool:
+    with ModelPool.for_stage(ctx, cfg, "eval.harm") as pool:
         summary = _toxicity_and_bias(ctx, cfg, pool)
         summary.update(_memorisation(ctx, cfg, pool))
         if cfg.pii_samples:

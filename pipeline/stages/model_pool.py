@@ -23,9 +23,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from lmforge.pipeline.errors import LmforgeError
+
+if TYPE_CHECKING:
+    from lmforge.pipeline.stage import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +117,17 @@ class ModelPool:
     """Actors holding the model of a pretrain artifact; `with ModelPool(...) as pool:`."""
 
     def __init__(
-        self, cfg: ModelPoolConfig, pretrain_dir: Path, tokenizer_dir: Path, *, section: str
+        self,
+        cfg: ModelPoolConfig,
+        pretrain_dir: Path,
+        tokenizer_dir: Path,
+        *,
+        section: str,
+        node_id: str | None = None,
     ) -> None:
+        """`node_id`: start every actor on that node (where the artifact paths exist)."""
         import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         self.cfg, self.section = cfg, section
         self.device = _device(cfg, section)
@@ -128,12 +139,27 @@ class ModelPool:
             num_gpus=1 if gpus else 0,
             max_restarts=1,
             max_task_retries=1,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
+            if node_id
+            else "DEFAULT",
         )
         args = (str(pretrain_dir), str(tokenizer_dir), self.device, cfg.threads_per_actor)
         self.actors = [remote.remote(*args) for _ in range(n)]
         self._starting = {a.ready.remote(): i for i, a in enumerate(self.actors)}
         self._ready: list[int] = []
         log.info("%s: %d model actor(s) on %s", section, n, self.device)
+
+    @classmethod
+    def for_stage(cls, ctx: StageContext, cfg: ModelPoolConfig, section: str) -> ModelPool:
+        """The pool of an eval stage, for the model of its `pretrain` and `train_tokenizer`
+        inputs. With the store in a bucket the inputs are staged on the stage's node only, so
+        the actors start there (until inputs are read through a cache on every node)."""
+        import ray
+
+        bucket = bool(ctx.store_uri and "://" in ctx.store_uri)
+        node = ray.get_runtime_context().get_node_id() if bucket else None
+        pretrain, tokenizer = ctx.input("pretrain"), ctx.input("train_tokenizer")
+        return cls(cfg, pretrain, tokenizer, section=section, node_id=node)
 
     def __enter__(self) -> ModelPool:
         return self

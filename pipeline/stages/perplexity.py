@@ -196,8 +196,7 @@ def perplexity(ctx: StageContext) -> dict:
 
     cfg: PerplexityConfig = ctx.config
     model_cfg = _model_config(ctx)
-    pretrain, tokenizer = ctx.input("pretrain"), ctx.input("train_tokenizer")
-    with ModelPool(cfg, pretrain, tokenizer, section="eval.perplexity") as pool:
+    with ModelPool.for_stage(ctx, cfg, "eval.perplexity") as pool:
         stats = _score_split(ctx, cfg, pool, model_cfg)
         stats.update(_score_documents(ctx, cfg, pool))
         stats["minimal_pair_accuracy"] = minimal_pair_accuracy(pool.logprobs)["accuracy"]

@@ -60,10 +60,10 @@ def sample(ctx: StageContext) -> dict:
             seed=cfg.seed,
         ),
     }
-    pretrain, tokenizer = ctx.input("pretrain"), ctx.input("train_tokenizer")
-    with ModelPool(cfg, pretrain, tokenizer, section="eval.sample") as pool:
+    with ModelPool.for_stage(ctx, cfg, "eval.sample") as pool:
         completions = {mode: pool.complete(cfg.prompts, s) for mode, s in modes.items()}
-    records, stats = _records_and_stats(cfg.prompts, completions, load_tokenizer(tokenizer))
+    tok = load_tokenizer(ctx.input("train_tokenizer"))
+    records, stats = _records_and_stats(cfg.prompts, completions, tok)
     with open(ctx.out_dir / "samples.jsonl", "w", encoding="utf-8") as handle:
         for record in records:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
