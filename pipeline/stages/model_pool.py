@@ -232,10 +232,11 @@ class ModelPool:
                 raise exc.cause from None
             raise
         except ray.exceptions.RayActorError as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            cause = lines[-1][:300] if lines else type(exc).__name__  # the error, or the exit
             raise LmforgeError(
-                f"{self.section}: a model actor died ({first}); if it ran out of memory, "
-                f"lower {self.section}.batch_size or raise {self.section}.threads_per_actor"
+                f"{self.section}: a model actor died: {cause}; if it ran out of memory, lower "
+                f"{self.section}.batch_size or give the actors more memory"
             ) from exc
 
     def logprobs(self, texts: list[str]) -> list[float]:

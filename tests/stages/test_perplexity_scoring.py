@@ -98,3 +98,13 @@ def test_one_actor_and_two_give_the_figures_of_one_pass(split, local_ray):
     assert one["bytes"] == text_bytes == int(token_byte_lengths(tok)[ids[1:]].sum())
     bigram = -baselines["bigram"].token_log_probs(ids)
     assert math.isclose(one["bigram_cross_entropy"], bigram.mean(), rel_tol=1e-9)
+
+
+def test_an_actor_that_cannot_load_the_model_is_one_clear_error(split, local_ray, tmp_path):
+    from lmforge.pipeline.errors import LmforgeError
+
+    root, _ = split
+    cfg = ModelPoolConfig(actors=1)
+    pool = ModelPool(cfg, tmp_path / "no-pretrain", root / "tok", section="eval.sample")
+    with pool, pytest.raises(LmforgeError, match=r"eval.sample: a model actor died: .*config.json"):
+        pool.logprobs(["a sentence"])
