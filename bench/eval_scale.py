@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -40,25 +39,16 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from clean_scale import cpu_busy_seconds, parse_size  # noqa: E402
+
 SHAPE = {"n_layer": 2, "d_model": 64, "n_head": 4, "block_size": 64, "d_ff": 256}
 VOCAB = 2048
 BATCH, BATCHES_PER_CALL = 16, 16
 SINGLE_PROCESS_BYTES_PER_TOKEN = 48
 """Today's path holds ids (int64), losses (float64), the window list and the per-document
 bookkeeping (int64 targets and document indices): about this many bytes a token."""
-
-
-def parse_size(text: str) -> int:
-    text = text.strip().upper()
-    scale = {"K": 10**3, "M": 10**6, "G": 10**9}.get(text[-1:], 1)
-    return int(float(text[:-1] if text[-1:] in "KMG" else text) * scale)
-
-
-def cpu_busy_seconds() -> float:
-    """Busy CPU seconds of the whole machine since boot (user+nice+system+irq+softirq+steal)."""
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def available_bytes() -> int:
