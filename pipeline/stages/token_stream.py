@@ -45,10 +45,11 @@ def plan_stream(source: str | Path, split: str, max_tokens: int = 0) -> StreamSp
     """The stream of `split`'s shards under `source`, at most `max_tokens` ids (0 = all)."""
     headers, n_tokens, n_docs, vocab = [], 0, 0, set()
     for shard in _open_in_order(source, split):
-        left = max_tokens - n_tokens if max_tokens else shard.info.n_tokens
-        if left <= 0:
+        if max_tokens and n_tokens >= max_tokens:
             break
-        take = min(left, shard.info.n_tokens)
+        take = (
+            min(max_tokens - n_tokens, shard.info.n_tokens) if max_tokens else shard.info.n_tokens
+        )
         headers.append(str(shard.info.header))
         vocab.add(shard.info.vocab_size)
         n_docs += int(np.searchsorted(shard.doc_starts, take, side="left"))
@@ -63,12 +64,12 @@ class TokenStream:
 
     def __init__(self, spec: StreamSpec) -> None:
         self.spec = spec
-        self._shards = [read_shard(h) for h in spec.headers]
-        sizes = [s.info.n_tokens for s in self._shards]
-        self._bases = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        parts = [s.doc_starts + b for s, b in zip(self._shards, self._bases[:-1], strict=True)]
+        shards = [read_shard(h) for h in spec.headers]
+        self._tokens = [s.tokens for s in shards]  # memory maps; the shards' indexes are dropped
+        self._bases = np.cumsum([0] + [s.info.n_tokens for s in shards], dtype=np.int64)
+        parts = [s.doc_starts + b for s, b in zip(shards, self._bases[:-1], strict=True)]
         offsets = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        self.doc_offsets: np.ndarray = offsets[: spec.n_docs]
+        self.doc_offsets: np.ndarray = offsets[: spec.n_docs].copy()
         """Start of every document of the stream, ascending."""
 
     def read(self, begin: int, end: int) -> np.ndarray:
@@ -78,12 +79,12 @@ class TokenStream:
         out = np.empty(end - begin, dtype=np.int64)
         first = int(np.searchsorted(self._bases, begin, side="right")) - 1
         at = begin
-        for shard, base in zip(self._shards[first:], self._bases[first:-1], strict=False):
+        for tokens, base in zip(self._tokens[first:], self._bases[first:-1], strict=True):
             if at >= end:
                 break
-            stop = min(end, base + shard.info.n_tokens)
+            stop = min(end, base + len(tokens))
             if stop > at:  # an empty shard holds nothing
-                out[at - begin : stop - begin] = shard.tokens[at - base : stop - base]
+                out[at - begin : stop - begin] = tokens[at - base : stop - base]
                 at = stop
         return out
 
