@@ -108,3 +108,16 @@ def test_an_actor_that_cannot_load_the_model_is_one_clear_error(split, local_ray
     pool = ModelPool(cfg, tmp_path / "no-pretrain", root / "tok", section="eval.sample")
     with pool, pytest.raises(LmforgeError, match=r"eval.sample: a model actor died: .*config.json"):
         pool.logprobs(["a sentence"])
+
+
+def test_prompts_batched_over_two_actors_sample_what_one_batch_samples(split, local_ray):
+    from lmforge.model.generate import SamplingConfig
+    from lmforge.pipeline.stages.trained_model import TrainedModel
+
+    root, _ = split
+    prompts = ["The list", "A function", "", "Open the file", "x"]
+    sampling = SamplingConfig(max_new_tokens=12, top_p=0.9, temperature=0.8, seed=3)
+    alone = TrainedModel(root / "pretrain", root / "tok").complete(prompts, sampling)
+    cfg = ModelPoolConfig(actors=2, batch_size=2)
+    with ModelPool(cfg, root / "pretrain", root / "tok", section="eval.sample") as pool:
+        assert pool.complete(prompts, sampling) == alone
