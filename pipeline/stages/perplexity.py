@@ -153,10 +153,16 @@ def _score_documents(ctx: StageContext, cfg: PerplexityConfig, pool) -> dict:
 
     from lmforge.pipeline.sources.parquet_shards import iter_texts
     from lmforge.pipeline.stages.lm_eval_task import TaskWriter
+    from lmforge.pipeline.stages.scoring_progress import ScoringProgress
     from lmforge.pipeline.stages.trained_model import DocumentScore
 
     texts = islice(iter_texts(ctx.input("clean"), "val"), cfg.max_documents or None)
     total = DocumentScore(0.0, 0, 0, 0)
+    in_split = int(ctx.input_manifests["clean"]["summary"].get("val_docs", 0) or 0)
+    expected = min(cfg.max_documents or in_split, in_split)
+    progress = ScoringProgress(
+        "perplexity", expected, ctx.tracker, cfg.log_every_s, unit="documents"
+    )
     with TaskWriter(ctx.out_dir / "lm_eval", ctx.final_dir / "lm_eval") as task:
 
         def batches():
@@ -166,6 +172,7 @@ def _score_documents(ctx: StageContext, cfg: PerplexityConfig, pool) -> dict:
 
         for part in pool.map(_document_score, batches()):
             total.add(part)
+            progress.advance(part.documents)
     return {
         "val_doc_perplexity": total.perplexity,
         "val_doc_bits_per_byte": total.bits_per_byte,

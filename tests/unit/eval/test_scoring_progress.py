@@ -26,6 +26,8 @@ class Metrics:
 def test_the_line_names_tokens_share_rate_and_eta():
     line = scoring_line("perplexity", 1_200_000, 20_000_000, 45_100.0, 422.0)
     assert line == "perplexity: 1.2M/20.0M tokens (6%) 45.1k tok/s ETA 7m02s"
+    line = scoring_line("perplexity", 3_000, 10_000, 120.0, 58.0, unit="documents")
+    assert line == "perplexity: 3.0k/10.0k documents (30%) 120 documents/s ETA 58s"
 
 
 def test_rate_leaves_out_the_start_up_and_eta_follows_it(caplog):
