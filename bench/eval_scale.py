@@ -13,10 +13,10 @@ thread per actor. It reports:
   start-up is left out) and `scaling_2actors`, their ratio (goal >= 1.7);
 - `driver_peak_rss_mb`: this process's VmHWM over a run (reset at its start), the larger run's;
   `actor_peak_rss_mb`: the largest VmHWM of any actor (each resets it when it starts);
-- `cpu_s_<n>`: CPU seconds of the driver and the actors (since they started) over the run, and
-  `tokens_per_cpu_s_<n>`; `machine_cores_busy_<n>`: busy CPU time of the whole machine over the
-  run / its wall time (near `--cpus` when other work shares the machine: then the scaling
-  figure says nothing);
+- `cpu_s_<n>`: CPU seconds of the driver and the actors (since they started) over the run, of
+  which `driver_cpu_s_<n>` the driver's, and `tokens_per_cpu_s_<n>`;
+  `machine_cores_busy_<n>`: busy CPU time of the whole machine over the run / its wall time
+  (near `--cpus` when other work shares the machine: then the scaling figure says nothing);
 - `single_process`: today's one-process path (the whole split as one int64 array, windows
   listed, per-position losses, one thread) in a fresh process, where it fits in half the
   available memory: tokens/s, VmHWM, and `rel_diff` of its loss against the pool's.
@@ -116,7 +116,8 @@ def run_pool(root: Path, actors: int) -> dict:
         sums = score_stream(pool, job, BATCH * BATCHES_PER_CALL, progress)
         usage = pool.usage()
     wall = time.perf_counter() - started
-    cpu_s = time.process_time() - driver_cpu + sum(u["cpu_s"] for u in usage)
+    driver_cpu = time.process_time() - driver_cpu
+    cpu_s = driver_cpu + sum(u["cpu_s"] for u in usage)
     return {
         "figures": _stream_figures(cfg, sums, {}),
         "bytes": sums.bytes,
@@ -124,6 +125,7 @@ def run_pool(root: Path, actors: int) -> dict:
         "wall_s": round(wall, 1),
         "machine_cores_busy": round((cpu_busy_seconds() - busy) / wall, 2),
         "cpu_s": round(cpu_s, 1),
+        "driver_cpu_s": round(driver_cpu, 1),
         "tokens_per_cpu_s": round((spec.n_tokens - 1) / cpu_s, 1),
         "driver_peak_rss_mb": round((peak_rss_bytes() or 0) / 2**20),
         "actor_peak_rss_mb": [round(u["peak_rss"] / 2**20) for u in usage],
@@ -219,7 +221,7 @@ def measure(root: Path, tokens: int, args: argparse.Namespace) -> dict:
     }
 
 
-PER_RUN = ("wall_s", "cpu_s", "tokens_per_cpu_s", "machine_cores_busy")
+PER_RUN = ("wall_s", "cpu_s", "driver_cpu_s", "tokens_per_cpu_s", "machine_cores_busy")
 
 
 def run_single_process(root: Path, pool_run: dict) -> dict:
