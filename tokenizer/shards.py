@@ -6,6 +6,9 @@ One shard is three files named `<split>-<index:05d>.*`:
 - `.shard.json`: the header (dtype, counts, file names). It is written last, by rename, and a shard
   exists only once its header does: a writer that crashes or is never closed leaves only hidden
   `.*.partial` files that no reader looks at.
+
+Once every shard of a split is committed, the split's index (`split_index`) lists them, and
+readers (`TokenDataset`) open the split from it; `read_shard` opens one shard by its header.
 """
 
 from __future__ import annotations
