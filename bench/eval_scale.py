@@ -62,6 +62,7 @@ def write_split(root: Path, tokens: int, shard_tokens: int, seed: int) -> None:
     """Validation shards of `tokens` ids: documents of 50-1000 ids, each opened by EOT (id 0)."""
     from lmforge.tokenizer.packing import PackedStream
     from lmforge.tokenizer.shards import TokenShardWriter
+    from lmforge.tokenizer.split_index import index_committed_shards
 
     rng = np.random.default_rng(seed)
     for index, start in enumerate(range(0, tokens, shard_tokens)):
@@ -73,6 +74,7 @@ def write_split(root: Path, tokens: int, shard_tokens: int, seed: int) -> None:
         ids[starts] = 0
         with TokenShardWriter(root / "shards", "val", index, VOCAB) as shard:
             shard.write_packed(PackedStream(ids, starts))
+    index_committed_shards(root / "shards", "val")
 
 
 def write_model(root: Path) -> None:

@@ -1,10 +1,11 @@
 """A split's token shards read as one stream, by position: the validation stream that scoring
 actors each read their own ranges of, through the shards' memory maps.
 
-The driver plans from the shard headers (`plan_stream`: a small, picklable `StreamSpec`); every
-actor opens the shards itself (`TokenStream`) and copies out only the ranges it scores. An actor
-holds the start offset of every document in the stream (8 bytes a document), so that it can sum
-losses by document; no process holds the tokens.
+The driver plans from the split's index (`plan_stream`: a small, picklable `StreamSpec`); every
+actor opens the split itself (`TokenStream`, over `TokenDataset`, which maps shards lazily and
+keeps a bounded number mapped) and copies out only the ranges it scores. The document of a
+position is found in its shard's memory-mapped document starts, so no process holds the tokens
+or an array of every document.
 """
 
 from __future__ import annotations
@@ -14,16 +15,16 @@ from pathlib import Path
 
 import numpy as np
 
-from lmforge.tokenizer.dataset import find_shard_headers
-from lmforge.tokenizer.shards import TokenShard, read_shard
+from lmforge.tokenizer.dataset import TokenDataset
 
 
 @dataclass(frozen=True, slots=True)
 class StreamSpec:
     """A split's shards laid end to end in shard-index order, cut after `n_tokens` ids."""
 
-    headers: tuple[str, ...]
-    """Shard headers in stream order."""
+    directory: str
+    """The directory of the split's shards and index."""
+    split: str
     n_tokens: int
     """Ids in the stream (the split's, or fewer when capped)."""
     n_docs: int
@@ -32,31 +33,19 @@ class StreamSpec:
     """Vocabulary of the tokenizer that wrote the shards."""
 
 
-def _open_in_order(source: str | Path, split: str) -> list[TokenShard]:
-    headers = find_shard_headers(source, split)
-    if not headers:
-        raise FileNotFoundError(
-            f"no committed {split!r} token shards in {source}; run the tokenize stage first"
-        )
-    return sorted((read_shard(h) for h in headers), key=lambda s: s.info.index)
-
-
 def plan_stream(source: str | Path, split: str, max_tokens: int = 0) -> StreamSpec:
     """The stream of `split`'s shards under `source`, at most `max_tokens` ids (0 = all)."""
-    headers, n_tokens, n_docs, vocab = [], 0, 0, set()
-    for shard in _open_in_order(source, split):
-        if max_tokens and n_tokens >= max_tokens:
-            break
-        take = (
-            min(max_tokens - n_tokens, shard.info.n_tokens) if max_tokens else shard.info.n_tokens
-        )
-        headers.append(str(shard.info.header))
-        vocab.add(shard.info.vocab_size)
-        n_docs += int(np.searchsorted(shard.doc_starts, take, side="left"))
-        n_tokens += take
-    if len(vocab) > 1:
-        raise ValueError(f"{split} shards in {source} mix vocab sizes {sorted(vocab)}")
-    return StreamSpec(tuple(headers), n_tokens, n_docs, vocab.pop() if vocab else 0)
+    dataset = TokenDataset(source, split, block_size=1)
+    sizes, docs = dataset.index.n_tokens, dataset.index.n_docs
+    n_tokens = int(sizes.sum()) if not max_tokens else min(max_tokens, int(sizes.sum()))
+    n_docs = 0
+    if n_tokens:
+        bases = np.concatenate([[0], np.cumsum(sizes)])
+        last = int(np.searchsorted(bases, n_tokens, side="left")) - 1  # the shard it ends in
+        starts = dataset.shard(last).doc_starts
+        inside = int(np.searchsorted(starts, n_tokens - bases[last], side="left"))
+        n_docs = int(docs[:last].sum()) + inside
+    return StreamSpec(str(source), split, n_tokens, n_docs, dataset.vocab_size)
 
 
 class TokenStream:
@@ -64,30 +53,40 @@ class TokenStream:
 
     def __init__(self, spec: StreamSpec) -> None:
         self.spec = spec
-        shards = [read_shard(h) for h in spec.headers]
-        self._tokens = [s.tokens for s in shards]  # memory maps; the shards' indexes are dropped
-        self._bases = np.cumsum([0] + [s.info.n_tokens for s in shards], dtype=np.int64)
-        parts = [s.doc_starts + b for s, b in zip(shards, self._bases[:-1], strict=True)]
-        offsets = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        self.doc_offsets: np.ndarray = offsets[: spec.n_docs].copy()
-        """Start of every document of the stream, ascending."""
+        self._dataset = TokenDataset(spec.directory, spec.split, block_size=1)
+        index = self._dataset.index
+        self._bases = np.concatenate([[0], np.cumsum(index.n_tokens)]).astype(np.int64)
+        self._first_doc = np.concatenate([[0], np.cumsum(index.n_docs)]).astype(np.int64)
+
+    def _shard_at(self, position: int) -> int:
+        return int(np.searchsorted(self._bases, position, side="right")) - 1
 
     def read(self, begin: int, end: int) -> np.ndarray:
         """Ids [begin, end) of the stream, across shard boundaries."""
         if not 0 <= begin <= end <= self.spec.n_tokens:
             raise IndexError(f"range [{begin}, {end}) outside the stream of {self.spec.n_tokens}")
         out = np.empty(end - begin, dtype=np.int64)
-        first = int(np.searchsorted(self._bases, begin, side="right")) - 1
-        at = begin
-        for tokens, base in zip(self._tokens[first:], self._bases[first:-1], strict=True):
-            if at >= end:
-                break
-            stop = min(end, base + len(tokens))
+        at, k = begin, self._shard_at(begin)
+        while at < end:
+            base, stop = int(self._bases[k]), min(end, int(self._bases[k + 1]))
             if stop > at:  # an empty shard holds nothing
-                out[at - begin : stop - begin] = tokens[at - base : stop - base]
+                out[at - begin : stop - begin] = self._dataset.shard(k).tokens[
+                    at - base : stop - base
+                ]
                 at = stop
+            k += 1
         return out
 
     def documents(self, positions: np.ndarray) -> np.ndarray:
-        """Index of the document each id position belongs to (the last start <= position)."""
-        return np.maximum(np.searchsorted(self.doc_offsets, positions, side="right") - 1, 0)
+        """Index of the document each id position (ascending) belongs to: the last document
+        start at or before it. Every shard begins with a document, so it is in its shard."""
+        positions = np.asarray(positions, dtype=np.int64)
+        out = np.empty(positions.size, dtype=np.int64)
+        shards = np.searchsorted(self._bases, positions, side="right") - 1
+        for k in np.unique(shards):
+            rows = shards == k
+            local = positions[rows] - self._bases[k]
+            starts = self._dataset.shard(int(k)).doc_starts
+            inside = np.searchsorted(starts, local, side="right") - 1
+            out[rows] = self._first_doc[k] + np.maximum(inside, 0)
+        return out

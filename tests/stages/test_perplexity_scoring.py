@@ -22,9 +22,11 @@ from lmforge.pipeline.stages.stream_scoring import StreamJob, score_stream
 from lmforge.pipeline.stages.token_stream import TokenStream, plan_stream
 from lmforge.tokenizer.config import TokenizerConfig
 from lmforge.tokenizer.convention import encode_documents
+from lmforge.tokenizer.dataset import TokenDataset
 from lmforge.tokenizer.describe import token_byte_lengths
 from lmforge.tokenizer.io import save_tokenizer
 from lmforge.tokenizer.shards import TokenShardWriter
+from lmforge.tokenizer.split_index import index_committed_shards
 from lmforge.tokenizer.train import train_bpe
 
 pytestmark = pytest.mark.slow
@@ -45,6 +47,8 @@ def split(tmp_path_factory):
             shard.write_documents(encode_documents(tok, part))
     with TokenShardWriter(root / "shards", "val", 1, vocab) as shard:
         shard.write_documents(encode_documents(tok, texts[230:]))
+    index_committed_shards(root / "shards", "train")
+    index_committed_shards(root / "shards", "val")
     torch.manual_seed(0)
     config = ModelConfig(
         vocab_size=vocab, block_size=BLOCK, d_model=32, n_head=2, n_layer=2, d_ff=64
@@ -86,12 +90,13 @@ def test_one_actor_and_two_give_the_figures_of_one_pass(split, local_ray):
 
     stream = TokenStream(plan_stream(root / "shards", "val"))
     ids = stream.read(0, stream.spec.n_tokens)
-    assert stream.spec.n_docs == 60 and len(stream.doc_offsets) == 60
+    doc_offsets = TokenDataset(root / "shards", "val", block_size=1).doc_offsets
+    assert stream.spec.n_docs == 60 and len(doc_offsets) == 60
     model = load_model_dir(root / "pretrain" / "model")
     losses = position_nll(model, torch.from_numpy(ids), BLOCK, STRIDE).numpy()
     assert one["val_tokens_scored"] == losses.size == ids.size - 1
     assert math.isclose(one["val_loss"], losses.mean(), rel_tol=1e-6)
-    doc_nll, doc_tokens = document_sums(losses, stream.doc_offsets)
+    doc_nll, doc_tokens = document_sums(losses, doc_offsets)
     np.testing.assert_allclose(groups_one[0], doc_nll, rtol=1e-6)
     np.testing.assert_array_equal(groups_one[1], doc_tokens)
     text_bytes = len(tok.decode(ids[1:].tolist(), skip_special_tokens=True).encode("utf-8"))
