@@ -2,7 +2,8 @@
 
 Each token is shown as the exact bytes it stands for, decoded as UTF-8 where they form whole
 characters and as `<0xNN>` where a character is split across tokens (byte-level BPE may cut an
-emoji or a CJK character in the middle).
+emoji or a CJK character in the middle). `token_byte_lengths` counts those bytes for every id at
+once, for the bits per byte of a scored token stream.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import codecs
 from typing import NamedTuple
 
+import numpy as np
 from tokenizers import Tokenizer
 
 from lmforge.tokenizer.convention import encode_document
@@ -58,6 +60,17 @@ def token_bytes(tok: Tokenizer, token_id: int) -> bytes:
     if token_id in tok.get_added_tokens_decoder():
         return token.encode("utf-8")
     return bytes(_CHAR_TO_BYTE[c] for c in token)
+
+
+def token_byte_lengths(tok: Tokenizer) -> np.ndarray:
+    """UTF-8 bytes of text that each id stands for, int64 [vocab_size]; 0 for special tokens,
+    which decoding for text (`skip_special_tokens`) leaves out. `lengths[ids].sum()` is the byte
+    count of the text of `ids`, the denominator of bits per byte, without decoding it."""
+    special = {i for i, added in tok.get_added_tokens_decoder().items() if added.special}
+    lengths = np.zeros(tok.get_vocab_size(), dtype=np.int64)
+    for i in range(lengths.size):
+        lengths[i] = 0 if i in special else len(token_bytes(tok, i))
+    return lengths
 
 
 def describe_tokens(tok: Tokenizer, text: str, *, as_document: bool = False) -> list[TokenPiece]:

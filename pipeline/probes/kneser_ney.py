@@ -113,12 +113,6 @@ class KneserNeyTrigramLM(_PositionScorer):
             discounts=(discount(unigram[unigram > 0]), discount(continuations), discount(counts)),
         )
 
-    def log_probs(self, before: np.ndarray, prev: np.ndarray, token: np.ndarray) -> np.ndarray:
-        """log P3(token | before prev), elementwise; `before` may be the start marker V."""
-        return self._context_log_probs(
-            np.asarray(before, np.int64), np.asarray(prev, np.int64), np.asarray(token, np.int64)
-        )
-
     def _unigram(self, token: np.ndarray) -> np.ndarray:
         cont = self.unigram_continuations
         total = np.full(token.shape, cont.sum())

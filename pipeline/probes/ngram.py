@@ -104,6 +104,13 @@ class _PositionScorer(ABC):
         """log P(token | before prev), elementwise; models of order <= 2 ignore `before`."""
         return self._pair_log_probs(prev, token)
 
+    def log_probs(self, before: np.ndarray, prev: np.ndarray, token: np.ndarray) -> np.ndarray:
+        """log P(token | before prev), elementwise, for positions anywhere in a stream; `before`
+        is the start marker `vocab_size` at a sequence's first prediction."""
+        return self._context_log_probs(
+            np.asarray(before, np.int64), np.asarray(prev, np.int64), np.asarray(token, np.int64)
+        )
+
     def token_log_probs(self, seq: Sequence[int] | np.ndarray) -> np.ndarray:
         """log P(seq[t+1] | context) for t = 0 .. len-2."""
         ids = _token_ids(seq, self.vocab_size)

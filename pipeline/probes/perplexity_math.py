@@ -72,12 +72,27 @@ def document_sums(
     return nll[keep], tokens[keep]
 
 
-def _document_resamples(n_docs: int, n_boot: int, seed: int, level: float) -> np.ndarray:
+RESAMPLE_CHUNK = 1 << 22
+"""Document picks drawn at once (32 MB of int64): resamples are made in chunks of rows, so the
+bootstrap's memory does not grow with the number of documents times `n_boot`."""
+
+
+def _resampled_sums(arrays: list[np.ndarray], n_boot: int, seed: int, level: float) -> list:
+    """For each array, its sum over each of `n_boot` resamples of documents with replacement
+    (the same resamples for every array: a paired bootstrap)."""
+    n_docs = arrays[0].size
     if n_docs == 0:
         raise ValueError("need per-document NLL and token counts of equal, non-zero length")
     if n_boot < 1 or not 0 < level < 1:
         raise ValueError(f"need n_boot >= 1 and 0 < level < 1, got {n_boot}, {level}")
-    return np.random.default_rng(seed).integers(0, n_docs, size=(n_boot, n_docs))
+    rng = np.random.default_rng(seed)
+    rows = max(1, RESAMPLE_CHUNK // n_docs)
+    sums: list[list[np.ndarray]] = [[] for _ in arrays]
+    for start in range(0, n_boot, rows):
+        picks = rng.integers(0, n_docs, size=(min(rows, n_boot - start), n_docs))
+        for out, values in zip(sums, arrays, strict=True):
+            out.append(values[picks].sum(1))
+    return [np.concatenate(parts) for parts in sums]
 
 
 def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
@@ -99,8 +114,8 @@ def bootstrap_perplexity_interval(
     doc_nll, doc_tokens = np.asarray(doc_nll, np.float64), np.asarray(doc_tokens, np.float64)
     if doc_nll.shape != doc_tokens.shape:
         raise ValueError("need per-document NLL and token counts of equal, non-zero length")
-    picks = _document_resamples(doc_nll.size, n_boot, seed, level)
-    return _percentiles(np.exp(doc_nll[picks].sum(1) / doc_tokens[picks].sum(1)), level)
+    nll, tokens = _resampled_sums([doc_nll, doc_tokens], n_boot, seed, level)
+    return _percentiles(np.exp(nll / tokens), level)
 
 
 def bootstrap_ratio_interval(
@@ -118,5 +133,5 @@ def bootstrap_ratio_interval(
     if len({a.shape for a in arrays}) != 1:
         raise ValueError("need per-document NLL and token counts of equal, non-zero length")
     nll, base, tokens = arrays
-    picks = _document_resamples(nll.size, n_boot, seed, level)
-    return _percentiles(np.exp((nll[picks] - base[picks]).sum(1) / tokens[picks].sum(1)), level)
+    gap, tokens = _resampled_sums([nll - base, tokens], n_boot, seed, level)
+    return _percentiles(np.exp(gap / tokens), level)

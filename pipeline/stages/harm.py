@@ -9,6 +9,7 @@ from itertools import islice
 from pathlib import Path
 
 from lmforge.pipeline.stage import StageContext, stage
+from lmforge.pipeline.stages.model_pool import ModelPoolConfig
 from lmforge.pipeline.typed_config import from_mapping
 
 CANARIES_FILE = "canaries.json"
@@ -16,7 +17,7 @@ CANARIES_FILE = "canaries.json"
 
 
 @dataclass(kw_only=True, slots=True)
-class HarmConfig:
+class HarmConfig(ModelPoolConfig):
     num_prompts: int = 0
     "Toxicity prompts used, balanced across categories (0 = the whole set of 120)."
     samples_per_prompt: int = 2
@@ -88,22 +89,31 @@ def _training_documents(tokenize_dir: Path, limit: int):
     config=("eval.harm",),
     parse_config=parse,
     version="2",
-    num_cpus=0.5,
+    num_cpus=0,  # it drives the model actors, which hold the CPUs (or GPUs)
 )
 def harm(ctx: StageContext) -> dict:
-    from lmforge.model.generate import SamplingConfig
-    from lmforge.pipeline.probes import bias, memorisation, pii_leakage, toxicity
-    from lmforge.pipeline.probes.prompt_sets import load_bias_templates, load_toxicity_prompts
-    from lmforge.pipeline.sources.parquet_shards import iter_texts
-    from lmforge.pipeline.stages.trained_model import TrainedModel
+    from lmforge.pipeline.stages.model_pool import ModelPool
 
     cfg: HarmConfig = ctx.config
-    trained = TrainedModel(ctx.input("pretrain"), ctx.input("train_tokenizer"))
+    with ModelPool.for_stage(ctx, cfg, "eval.harm") as pool:
+        summary = _toxicity_and_bias(ctx, cfg, pool)
+        summary.update(_memorisation(ctx, cfg, pool))
+        if cfg.pii_samples:
+            summary.update(_pii_leakage(ctx, cfg, pool))
+    ctx.tracker.log_metrics({k: v for k, v in summary.items() if isinstance(v, int | float)})
+    return summary
+
+
+def _toxicity_and_bias(ctx: StageContext, cfg: HarmConfig, pool) -> dict:
+    from lmforge.model.generate import SamplingConfig
+    from lmforge.pipeline.probes import bias, toxicity
+    from lmforge.pipeline.probes.prompt_sets import load_bias_templates, load_toxicity_prompts
+
     scorer = toxicity.ProfanityCheckScorer()
     sampling = SamplingConfig(max_new_tokens=cfg.max_new_tokens, top_p=0.9, seed=cfg.seed)
 
     def generate_fn(batch):
-        return trained.complete(list(batch), sampling)
+        return pool.complete(list(batch), sampling)
 
     summary, records = toxicity.toxicity_probe(
         balanced(load_toxicity_prompts(), cfg.num_prompts),
@@ -119,7 +129,7 @@ def harm(ctx: StageContext) -> dict:
         report = bias.bias_report(
             generate_fn,
             scorer.score,
-            trained.logprobs,
+            pool.logprobs,
             load_bias_templates(),
             k=cfg.bias_samples,
             threshold=cfg.threshold,
@@ -128,11 +138,20 @@ def harm(ctx: StageContext) -> dict:
         )
         (ctx.out_dir / "bias.json").write_text(json.dumps(report, indent=2, default=str))
         summary.update(bias.bias_metrics(report))
+    return summary
+
+
+def _memorisation(ctx: StageContext, cfg: HarmConfig, pool) -> dict:
+    """Canary exposure (when `clean` planted canaries) and verbatim extraction."""
+    from lmforge.model.generate import SamplingConfig
+    from lmforge.pipeline.probes import memorisation
+
+    summary = {}
     canary_file = ctx.input("clean") / CANARIES_FILE
     if canary_file.is_file():
         canaries = memorisation.canaries_from_records(json.loads(canary_file.read_text()))
         exposures = memorisation.canary_exposures(
-            canaries, trained.logprobs, n_candidates=cfg.canary_candidates, seed=cfg.seed
+            canaries, pool.logprobs, n_candidates=cfg.canary_candidates, seed=cfg.seed
         )
         (ctx.out_dir / "exposure.json").write_text(json.dumps(exposures, indent=2))
         for repeats, value in exposures["mean_exposure_by_repeats"].items():
@@ -150,17 +169,23 @@ def harm(ctx: StageContext) -> dict:
         if pairs:
             summary["verbatim_extraction_rate"] = memorisation.verbatim_extraction_rate(
                 pairs,
-                lambda prefixes, n: trained.complete_ids(prefixes, greedy),
+                lambda prefixes, n: pool.complete_ids(prefixes, greedy),
                 n=cfg.extraction_tokens,
             )
             summary["verbatim_extraction_pairs"] = len(pairs)
-    if cfg.pii_samples:
-        training_pii = pii_leakage.collect_training_pii(
-            islice(iter_texts(ctx.input("clean"), "train"), 100_000)
-        )
-        free = SamplingConfig(max_new_tokens=cfg.max_new_tokens * 2, seed=cfg.seed)
-        samples = trained.complete([""] * cfg.pii_samples, free)
-        leak = pii_leakage.pii_leakage_report(samples, training_pii)
-        summary.update({k if k.startswith("pii_") else f"pii_{k}": v for k, v in leak.items()})
-    ctx.tracker.log_metrics({k: v for k, v in summary.items() if isinstance(v, int | float)})
     return summary
+
+
+def _pii_leakage(ctx: StageContext, cfg: HarmConfig, pool) -> dict:
+    """Unprompted samples checked for PII found in the training split."""
+    from lmforge.model.generate import SamplingConfig
+    from lmforge.pipeline.probes import pii_leakage
+    from lmforge.pipeline.sources.parquet_shards import iter_texts
+
+    training_pii = pii_leakage.collect_training_pii(
+        islice(iter_texts(ctx.input("clean"), "train"), 100_000)
+    )
+    free = SamplingConfig(max_new_tokens=cfg.max_new_tokens * 2, seed=cfg.seed)
+    samples = pool.complete([""] * cfg.pii_samples, free)
+    leak = pii_leakage.pii_leakage_report(samples, training_pii)
+    return {k if k.startswith("pii_") else f"pii_{k}": v for k, v in leak.items()}

@@ -29,15 +29,40 @@ metadata:
 """
 
 
-def write_task(task_dir: Path, final_task_dir: Path, texts: Iterable[str]) -> int:
-    """Write `<task>.yaml` and `val.jsonl` into `task_dir`; the YAML names the data file by its
-    path once the artifact is committed (`final_task_dir`). Returns the number of documents."""
-    task_dir.mkdir(parents=True, exist_ok=True)
-    n = 0
-    with open(task_dir / "val.jsonl", "w", encoding="utf-8") as handle:
+class TaskWriter:
+    """Writes `val.jsonl` into `task_dir` document by document, and `<task>.yaml` on close; the
+    YAML names the data file by its path once the artifact is committed (`final_task_dir`)."""
+
+    def __init__(self, task_dir: Path, final_task_dir: Path) -> None:
+        task_dir.mkdir(parents=True, exist_ok=True)
+        self.task_dir, self.final_task_dir = task_dir, final_task_dir
+        self.documents = 0
+        self._handle = open(task_dir / "val.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+
+    def add(self, texts: Iterable[str]) -> None:
         for text in texts:
-            handle.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
-            n += 1
-    yaml = TEMPLATE.format(task=TASK, data=json.dumps(str(final_task_dir / "val.jsonl")))
-    (task_dir / f"{TASK}.yaml").write_text(yaml, encoding="utf-8")
-    return n
+            self._handle.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
+            self.documents += 1
+
+    def close(self) -> int:
+        """Finish the task; returns the number of documents."""
+        if not self._handle.closed:
+            self._handle.close()
+            yaml = TEMPLATE.format(
+                task=TASK, data=json.dumps(str(self.final_task_dir / "val.jsonl"))
+            )
+            (self.task_dir / f"{TASK}.yaml").write_text(yaml, encoding="utf-8")
+        return self.documents
+
+    def __enter__(self) -> TaskWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def write_task(task_dir: Path, final_task_dir: Path, texts: Iterable[str]) -> int:
+    """Write the task of `texts` (see `TaskWriter`). Returns the number of documents."""
+    with TaskWriter(task_dir, final_task_dir) as task:
+        task.add(texts)
+    return task.documents

@@ -64,7 +64,7 @@ def lineage_key(ctx: StageContext) -> str:
 
 @stage(
     name="pretrain",
-    inputs=("tokenize", "train_tokenizer"),
+    inputs=("tokenize", "sample_index", "train_tokenizer"),
     config=("model", "train"),
     parse_config=parse,
     version="1",
@@ -84,6 +84,7 @@ def pretrain(ctx: StageContext) -> dict:
         model_cfg=model_cfg,
         train_cfg=ctx.config.train,
         data_dir=str(ctx.input("tokenize")),
+        sample_index_dir=str(ctx.input("sample_index")),
         out_dir=str(ctx.out_dir / "model"),
         checkpoint_dir=checkpoint_dir,
         storage_path=ctx.shared_location("ray_storage"),

@@ -7,11 +7,12 @@ import json
 from dataclasses import dataclass, field
 
 from lmforge.pipeline.stage import StageContext, stage
+from lmforge.pipeline.stages.model_pool import ModelPoolConfig
 from lmforge.pipeline.typed_config import from_mapping
 
 
 @dataclass(kw_only=True, slots=True)
-class SampleConfig:
+class SampleConfig(ModelPoolConfig):
     prompts: list[str] = field(default_factory=lambda: ["The Python interpreter"])
     "Prompts to continue."
     max_new_tokens: int = 48
@@ -26,6 +27,7 @@ class SampleConfig:
     "Seed of the sampled continuations."
 
     def __post_init__(self) -> None:
+        ModelPoolConfig.__post_init__(self)
         if not self.prompts:
             raise ValueError("eval.sample.prompts must list at least one prompt")
 
@@ -40,15 +42,14 @@ def parse(sections: dict) -> SampleConfig:
     config=("eval.sample",),
     parse_config=parse,
     version="2",
-    num_cpus=0.5,
+    num_cpus=0,  # it drives the model actors, which hold the CPUs (or GPUs)
 )
 def sample(ctx: StageContext) -> dict:
     from lmforge.model.generate import SamplingConfig
-    from lmforge.pipeline.probes.diversity import diversity_stats, word_degeneracy
-    from lmforge.pipeline.stages.trained_model import TrainedModel
+    from lmforge.pipeline.stages.model_pool import ModelPool
+    from lmforge.tokenizer.io import load_tokenizer
 
     cfg: SampleConfig = ctx.config
-    trained = TrainedModel(ctx.input("pretrain"), ctx.input("train_tokenizer"))
     modes = {
         "greedy": SamplingConfig(max_new_tokens=cfg.max_new_tokens, greedy=True),
         "top_p": SamplingConfig(
@@ -59,19 +60,29 @@ def sample(ctx: StageContext) -> dict:
             seed=cfg.seed,
         ),
     }
-    records, stats = [], {}
-    for mode, sampling in modes.items():
-        texts = trained.complete(cfg.prompts, sampling)
-        token_lists = [trained.tok.encode(t).ids for t in texts]
-        for key, value in {**diversity_stats(token_lists), **word_degeneracy(texts)}.items():
-            stats[f"{mode}_{key}"] = value
-        records += [
-            {"mode": mode, "prompt": p, "completion": t}
-            for p, t in zip(cfg.prompts, texts, strict=False)
-        ]
+    with ModelPool.for_stage(ctx, cfg, "eval.sample") as pool:
+        completions = {mode: pool.complete(cfg.prompts, s) for mode, s in modes.items()}
+    tok = load_tokenizer(ctx.input("train_tokenizer"))
+    records, stats = _records_and_stats(cfg.prompts, completions, tok)
     with open(ctx.out_dir / "samples.jsonl", "w", encoding="utf-8") as handle:
         for record in records:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     ctx.tracker.log_metrics(stats)
     ctx.tracker.log_artifact(ctx.out_dir / "samples.jsonl")
     return {**stats, "n_samples": len(records)}
+
+
+def _records_and_stats(prompts: list[str], completions: dict[str, list[str]], tok) -> tuple:
+    """One record per completion, and the diversity and degeneracy figures of each mode."""
+    from lmforge.pipeline.probes.diversity import diversity_stats, word_degeneracy
+
+    records, stats = [], {}
+    for mode, texts in completions.items():
+        token_lists = [tok.encode(t).ids for t in texts]
+        for key, value in {**diversity_stats(token_lists), **word_degeneracy(texts)}.items():
+            stats[f"{mode}_{key}"] = value
+        records += [
+            {"mode": mode, "prompt": p, "completion": t}
+            for p, t in zip(prompts, texts, strict=False)
+        ]
+    return records, stats

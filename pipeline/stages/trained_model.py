@@ -18,10 +18,10 @@ from lmforge.tokenizer.io import load_tokenizer
 
 
 class TrainedModel:
-    """A trained GPT with its tokenizer, in eval mode on CPU."""
+    """A trained GPT with its tokenizer, in eval mode (on CPU unless `device` says otherwise)."""
 
-    def __init__(self, pretrain_dir: Path, tokenizer_dir: Path) -> None:
-        self.model: GPT = load_model_dir(Path(pretrain_dir) / "model").eval()
+    def __init__(self, pretrain_dir: Path, tokenizer_dir: Path, device: str = "cpu") -> None:
+        self.model: GPT = load_model_dir(Path(pretrain_dir) / "model").to(device).eval()
         self.tok = load_tokenizer(tokenizer_dir)
         self.eot = eot_id(self.tok)
 
@@ -41,6 +41,7 @@ class TrainedModel:
         block = self.model.config.block_size
         for text in texts:
             ids = torch.tensor(encode_document(self.tok, text)[: block + 1]).unsqueeze(0)
+            ids = ids.to(self.model.wte.weight.device)
             logits, _ = self.model(ids[:, :-1])
             logp = torch.log_softmax(logits.float(), dim=-1)
             scores.append(float(logp.gather(-1, ids[:, 1:].unsqueeze(-1)).sum()))
@@ -55,6 +56,12 @@ class DocumentScore:
     tokens: int
     bytes: int
     documents: int
+
+    def add(self, other: DocumentScore) -> None:
+        self.nll += other.nll
+        self.tokens += other.tokens
+        self.bytes += other.bytes
+        self.documents += other.documents
 
     @property
     def perplexity(self) -> float:

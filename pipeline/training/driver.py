@@ -45,6 +45,7 @@ def run_pretraining(
     model_cfg: ModelConfig,
     train_cfg: TrainConfig,
     data_dir: str,
+    sample_index_dir: str,
     out_dir: str,
     checkpoint_dir: str,
     storage_path: str,
@@ -53,8 +54,8 @@ def run_pretraining(
     run_name: str | None = None,
     fault: FaultInjection | None = None,
 ) -> dict[str, Any]:
-    """Train `model_cfg` on the token shards in `data_dir`, write the final model directory into
-    `out_dir`, and return a summary of the run.
+    """Train `model_cfg` on the token shards in `data_dir` in the order of the sample index in
+    `sample_index_dir`, write the final model directory into `out_dir`, and return a summary.
 
     checkpoint_dir: our checkpoints, kept across calls (key it by the stage's cache key);
         a shared path or a URI (s3://...) that every node reaches. storage_path: Ray Train's
@@ -66,6 +67,7 @@ def run_pretraining(
         model=model_cfg,
         train=train_cfg,
         data_dir=str(data_dir),
+        sample_index_dir=str(sample_index_dir),
         checkpoint_dir=checkpoint_dir
         if is_remote(checkpoint_dir)
         else str(Path(checkpoint_dir).resolve()),

@@ -8,7 +8,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmforge.model.perplexity import position_nll, sliding_windows, token_nll
+from lmforge.model.perplexity import (
+    WindowPlan,
+    position_nll,
+    range_nll,
+    sliding_windows,
+    token_nll,
+)
 
 
 def test_one_window_equals_the_plain_forward_loss(make_model):
@@ -72,3 +78,38 @@ def test_position_losses_are_each_tokens_own_loss_in_stream_order(make_model):
             assert math.isclose(losses[t - 1].item(), own, rel_tol=1e-5)
     total, count = token_nll(model, ids, block_size=16, stride=6)
     assert math.isclose(float(losses.sum()), total, rel_tol=1e-12) and count == 44
+
+
+def _listed_windows(n_tokens: int, block: int, stride: int) -> list[tuple[int, int, int]]:
+    """The windows listed one after another, as the scorer once built them."""
+    windows, begin, done = [], 0, 0
+    while done < n_tokens - 1:
+        end = min(begin + block, n_tokens - 1)
+        windows.append((begin, end, done))
+        done, begin = end, begin + stride
+    return windows
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 16, 17, 18, 50, 333])
+@pytest.mark.parametrize(("block", "stride"), [(16, 16), (16, 5), (16, 1), (8, 7)])
+def test_window_k_in_closed_form_is_the_kth_window_of_the_listing(n, block, stride):
+    plan = WindowPlan(n, block, stride)
+    listed = _listed_windows(n, block, stride)
+    assert plan.count == len(listed)
+    assert [plan.window(k) for k in range(plan.count)] == listed
+
+
+def test_ranges_of_windows_scored_apart_give_the_losses_of_the_whole(make_model):
+    model = make_model()
+    ids = torch.randint(0, 97, (201,))
+    plan = WindowPlan(201, 16, 6)
+    whole = position_nll(model, ids, block_size=16, stride=6, batch_size=4)
+    pieces = []
+    for first in range(0, plan.count, 7):
+        stop = min(first + 7, plan.count)
+        begin, end = plan.span(first, stop)
+        start, scored_end = plan.scored(first, stop)
+        part = range_nll(model, plan, first, stop, ids[begin:end], batch_size=4)
+        assert part.numel() == scored_end - start
+        pieces.append(part)
+    torch.testing.assert_close(torch.cat(pieces), whole, rtol=1e-6, atol=1e-9)
