@@ -12,12 +12,14 @@ its cost model reads it, and the wall time, peak memory by process and bytes mea
 - `tokenize_throughput`: the tokenize path on one CPU (`bench/tokenize_throughput.py`);
 - `train_throughput`: lmforge's training steps on one of `bench/train_throughput.py`'s models
   (start-up left out, median step time);
+- `token_scale`: a sample index of `windows` windows built by a fresh process
+  (`bench/token_scale.py`'s build step);
 - `pipeline`: `lmforge run` with the given overrides in a fresh workdir, every stage's manifest
   record (`estimate`) becoming a sample.
 
 `lmforge estimate --calibrate` runs each case's `calibration` sizes (`quick` with `--quick`);
-`bench/estimate_accuracy.py` fits on `fit` and checks `target`. Adding a benchmark (the token,
-eval and checkpoint scale benches) is writing its `measure` and listing a `Case` in `CASES`.
+`bench/estimate_accuracy.py` fits on `fit` and checks `target`. Adding a benchmark (the eval
+and checkpoint scale benches) is writing its `measure` and listing a `Case` in `CASES`.
 """
 
 from __future__ import annotations
@@ -199,6 +201,22 @@ def measure_tokenize(root: Path, size: tuple[float, int]) -> list[dict]:
     return [{"stage": "tokenize", "size": found, "measured": {"wall_s": seconds}, "source": source}]
 
 
+def measure_sample_index(root: Path, windows: float) -> list[dict]:
+    """The sample index of `windows` windows (one epoch) built by a fresh process on /dev/shm
+    (token_scale's build step: its wall time and peak RSS)."""
+    import token_scale
+
+    directory = Path("/dev/shm") / f"lmforge-estimate-index-{os.getpid()}"
+    try:
+        build = token_scale._result(token_scale._spawn("build", str(directory), str(int(windows))))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    found = {"n_windows": float(int(windows)), "epochs": 1.0, "positions": float(int(windows))}
+    measured = {"wall_s": build["build_s"], "coordinator_rss_mb": build["peak_rss_mb"]}
+    source = f"token_scale index build windows={int(windows)}"
+    return [{"stage": "sample_index", "size": found, "measured": measured, "source": source}]
+
+
 def measure_pipeline(root: Path, overrides: tuple[str, ...]) -> list[dict]:
     """`lmforge run` in a fresh workdir; every stage's estimate record is a sample."""
     from lmforge.pipeline.calibrate import samples_from_store
@@ -282,6 +300,17 @@ CASES = [
         target=(),
         quick_fit=((3.0, 8192), (9.0, 8192)),
         quick_target=(),
+        uses_ray=False,
+    ),
+    Case(
+        "token_scale",
+        measure_sample_index,
+        calibration=(1e7, 3e7),
+        quick=(5e6, 1.5e7),
+        fit=(1e7, 3e7),
+        target=(2.4e8,),
+        quick_fit=(5e6, 1.5e7),
+        quick_target=(6e7,),
         uses_ray=False,
     ),
     Case(

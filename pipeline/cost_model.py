@@ -108,6 +108,15 @@ class StageCost:
         return forms
 
 
+def config_part(sections: dict[str, Any], name: str) -> dict[str, Any]:
+    """The `name` settings among a stage's config sections, whether it declares the group
+    whole (`tokenizer`) or key by key (`tokenizer.vocab_size`)."""
+    if name in sections:
+        return sections[name]
+    prefix = f"{name}."
+    return {k.removeprefix(prefix): v for k, v in sections.items() if k.startswith(prefix)}
+
+
 def evaluate(form: Linear, coefficients: dict[str, float], stage: str) -> float:
     """The value of a linear form; a coefficient missing from the file is named."""
     total = 0.0

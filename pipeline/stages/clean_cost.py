@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from lmforge.pipeline.cost_model import Cluster, ProcessCost, StageCost
+from lmforge.pipeline.cost_model import Cluster, ProcessCost, StageCost, config_part
 from lmforge.pipeline.stages.clean import DEDUP_PARTITION_DOCS
 
 STAGE = "clean"
@@ -68,7 +68,7 @@ def size_of_run(sections: dict, summary: dict, upstream: dict, cluster: Cluster)
     duplicates = removed.get("exact_duplicate", 0) + removed.get("near_duplicate", 0)
     chars_in = [c.get("chars_in", 0) for c in summary.get("filters", {}).values()]
     text_bytes = max(chars_in, default=0) or summary.get("planned_read_bytes") or 0
-    return _size(sections["data"], docs, text_bytes, cluster.as_size()) | {
+    return _size(config_part(sections, "data"), docs, text_bytes, cluster.as_size()) | {
         "keep_fraction": summary["docs_out"] / max(1, docs),
         "duplicate_fraction": duplicates / max(1, docs),
         "read_units": summary.get("read_units", 1),

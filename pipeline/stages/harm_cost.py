@@ -4,7 +4,7 @@ of up to 100,000 training documents for PII."""
 
 from __future__ import annotations
 
-from lmforge.pipeline.cost_model import Cluster, StageCost
+from lmforge.pipeline.cost_model import Cluster, StageCost, config_part
 from lmforge.pipeline.stages.generation_work import (
     generation_wall,
     model_flow,
@@ -48,7 +48,7 @@ def _size(cfg: dict, train_docs: float) -> dict[str, float]:
 
 def size_of_run(sections: dict, summary: dict, upstream: dict, cluster: Cluster) -> dict:
     train_docs = upstream.get("clean", {}).get("train_docs", 0)
-    return _size(sections["eval.harm"], train_docs) | model_of_run(upstream)
+    return _size(config_part(sections, "eval.harm"), train_docs) | model_of_run(upstream)
 
 
 def measured_of_run(summary: dict) -> dict[str, float]:

@@ -6,7 +6,7 @@ token, and two fp32 copies of the weights."""
 
 from __future__ import annotations
 
-from lmforge.pipeline.cost_model import Cluster, StageCost
+from lmforge.pipeline.cost_model import Cluster, StageCost, config_part
 from lmforge.pipeline.stages.generation_work import (
     generation_wall,
     model_flow,
@@ -49,7 +49,7 @@ def size_of_run(sections: dict, summary: dict, upstream: dict, cluster: Cluster)
     model = upstream.get("pretrain", {})
     block = model.get("block_size") or 128
     return _size(
-        sections["eval.perplexity"],
+        config_part(sections, "eval.perplexity"),
         block,
         tok.get("val_tokens", 0),
         tok.get("val_docs", 0),

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from lmforge.model.config import ModelConfig
 from lmforge.model.flops import flops_per_token, non_embedding_parameters
-from lmforge.pipeline.cost_model import KNOWN, Cluster, ProcessCost, StageCost
+from lmforge.pipeline.cost_model import KNOWN, Cluster, ProcessCost, StageCost, config_part
 from lmforge.pipeline.training.memory import RankMemory, activation_bytes, rank_memory
 
 STAGE = "pretrain"
-INPUTS = ("tokenize", "train_tokenizer")
+INPUTS = ("tokenize", "sample_index", "train_tokenizer")
 
 GPU_MFU = 0.35
 """Assumed model FLOPs utilisation on GPUs (of C above) when `--mfu` does not say: dense 1B-7B
@@ -93,7 +93,8 @@ def _size(model: dict, train: dict, vocab_size: float) -> dict[str, float]:
 def size_of_run(sections: dict, summary: dict, upstream: dict, cluster: Cluster) -> dict:
     tok = upstream.get("tokenize", {})
     vocab = summary.get("vocab_size") or _vocab_of(sections, upstream)
-    found = _size(sections["model"], sections["train"], vocab)
+    model, train = config_part(sections, "model"), config_part(sections, "train")
+    found = _size(model, train, vocab)
     found["train_tokens_available"] = tok.get("train_tokens", 0)
     found["mfu"] = GPU_MFU  # the assumption is what is checked, not the run's own MFU
     found["gpu_peak_flops"] = summary.get("peak_flops_per_worker") or 0

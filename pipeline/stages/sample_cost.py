@@ -3,7 +3,7 @@ prompt in one process (`generation_work`)."""
 
 from __future__ import annotations
 
-from lmforge.pipeline.cost_model import Cluster, StageCost
+from lmforge.pipeline.cost_model import Cluster, StageCost, config_part
 from lmforge.pipeline.stages.generation_work import (
     generation_wall,
     model_flow,
@@ -29,7 +29,7 @@ def _size(cfg: dict) -> dict[str, float]:
 
 
 def size_of_run(sections: dict, summary: dict, upstream: dict, cluster: Cluster) -> dict:
-    return _size(sections["eval.sample"]) | model_of_run(upstream)
+    return _size(config_part(sections, "eval.sample")) | model_of_run(upstream)
 
 
 def measured_of_run(summary: dict) -> dict[str, float]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from lmforge.pipeline.cost_model import Cluster, ProcessCost, StageCost
+from lmforge.pipeline.cost_model import Cluster, ProcessCost, StageCost, config_part
 
 STAGE = "train_tokenizer"
 INPUTS = ("clean",)
@@ -47,7 +47,7 @@ def _size(tok: dict, train_bytes: float) -> dict[str, float]:
 
 
 def size_of_run(sections: dict, summary: dict, upstream: dict, cluster: Cluster) -> dict:
-    tok = sections["tokenizer"]
+    tok = config_part(sections, "tokenizer")
     found = _size(tok, summary.get("train_text_bytes", 0))
     found["sample_bytes"] = summary.get("sample_text_bytes", found["sample_bytes"])
     found["bytes_per_token"] = summary.get("val_bytes_per_token") or bytes_per_token(

@@ -176,3 +176,11 @@ def test_training_on_gpus_the_cluster_lacks_is_flagged(coefficients):
         coefficients,
     )
     assert any("train.num_workers=64" in f.change for f in more.flags)
+
+
+def test_the_sample_index_covers_whole_epochs_of_the_run(coefficients):
+    config = compose(["train.max_steps=1000", "train.global_batch_size=64"])
+    result = estimate_run(config, {"docs": 1e4, "bytes": 2e7}, CLUSTER, coefficients)
+    size = stage(result, "sample_index").size
+    assert size["positions"] >= 64_000 and size["positions"] % size["n_windows"] == 0
+    assert stage(result, "sample_index").store_bytes == 4 * size["positions"]  # uint32 order
