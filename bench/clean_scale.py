@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus_synth  # noqa: E402
 import ray  # noqa: E402
-from clean_stage import FILTERS, filters_off, run_clean_stage  # noqa: E402
+from clean_stage import FILTERS, filters_off, prepare_clean_stage, run_clean_stage  # noqa: E402
 
 SIZE_RE = re.compile(r"\|\s*([\d.]+) B\s*\|\s*(\w+)\s*\|")
 
@@ -85,8 +85,9 @@ class ObjectWatch(threading.Thread):
 def run_clean(corpus: Path, workdir: Path, extra: list[str]) -> tuple[dict, float, float]:
     """(summary, wall seconds, cores used) of the clean stage over `corpus`, filters off."""
     overrides = [f"data.paths=[{corpus}/*.jsonl.zst]", *filters_off(*FILTERS), *extra]
+    task = prepare_clean_stage(workdir, overrides)
     busy = cpu_busy_seconds()
-    summary, _, wall = run_clean_stage(workdir, overrides)
+    summary, _, wall = run_clean_stage(task)
     return summary, wall, (cpu_busy_seconds() - busy) / wall
 
 

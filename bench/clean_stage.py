@@ -34,16 +34,15 @@ def filters_off(*names: str) -> list[str]:
     return [f"data.filters.{name}.enabled=false" for name in names]
 
 
-def run_clean_stage(workdir: Path, overrides: list[str]) -> tuple[dict, Path, float]:
-    """(summary, committed artifact directory, wall seconds) of `clean` with these overrides."""
+def prepare_clean_stage(workdir: Path, overrides: list[str]) -> StageTask:
+    """The stage's task with these overrides, its MLflow run created (outside any timing)."""
     spec = load_stages()["clean"]
     sections = {"data": compose(overrides)["data"]}
     key = cache_key("clean", spec.version, sections, {})
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     mlflow = client(uri)
     experiment = ensure_experiment(mlflow, "bench", (workdir / "art").as_uri())
-    run_id = mlflow.create_run(experiment, run_name="clean").info.run_id
-    task = StageTask(
+    return StageTask(
         stage="clean",
         key=key,
         version=spec.version,
@@ -53,8 +52,12 @@ def run_clean_stage(workdir: Path, overrides: list[str]) -> tuple[dict, Path, fl
         workdir=str(workdir),
         store_uri=None,
         tracking_uri=uri,
-        mlflow_run_id=run_id,
+        mlflow_run_id=mlflow.create_run(experiment, run_name="clean").info.run_id,
     )
+
+
+def run_clean_stage(task: StageTask) -> tuple[dict, Path, float]:
+    """(summary, committed artifact directory, wall seconds) of the prepared stage."""
     started = time.perf_counter()
     result = execute_stage(task)
     return result["summary"], Path(result["artifact"]), time.perf_counter() - started

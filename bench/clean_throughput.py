@@ -14,7 +14,7 @@ datatrove is not a dependency of lmforge; it runs from a separate virtualenv (it
 tokenizer is spaCy's blank `en`, which needs no model download):
 
     python3 -m venv /tmp/dtvenv
-    /tmp/dtvenv/bin/pip install "datatrove[processing]==0.10.1" spacy
+    /tmp/dtvenv/bin/pip install "datatrove[processing]==0.10.1" spacy orjson pyarrow
     /tmp/dtvenv/bin/pip install --no-deps -e .      # lmforge itself, for our side
     /tmp/dtvenv/bin/python bench/clean_throughput.py [--docs 2000]
 
@@ -22,6 +22,17 @@ Started from an interpreter without datatrove, the script re-executes itself und
 $DATATROVE_PYTHON (default /tmp/dtvenv/bin/python). Last line printed: {"bench":
 "clean_throughput", "unit": "documents/s", "lmforge": X, "reference": Y, "ratio": X/Y,
 "agreement": A}.
+
+`--end-to-end` compares the whole `clean` stage (read -> chain -> exact + MinHash dedup ->
+Parquet, on Ray) with datatrove's `LocalPipelineExecutor` pipelines, and measures the full
+default chain's MB per CPU-second (`clean_end_to_end.py` says how). It runs from lmforge's
+virtualenv and starts datatrove's side under $DATATROVE_PYTHON (set up as above; lmforge need not
+be installed there):
+
+    .venv/bin/python bench/clean_throughput.py --end-to-end [--mb 100] [--files 8] [--cpus 2]
+
+Last line: {"bench", "unit", "lmforge", "reference", "ratio", "agreement", "scaling_2cpu",
+"mb_per_cpu_s", "filter_cpu_s", ...}. `--mb 5` runs in about two minutes.
 """
 
 from __future__ import annotations
@@ -206,7 +217,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=2000, help="documents in the corpus")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--end-to-end", action="store_true", help="the whole stage, on Ray")
+    parser.add_argument("--mb", type=float, default=100.0, help="end-to-end corpus size (MB)")
+    parser.add_argument("--files", type=int, default=8, help="end-to-end corpus files")
+    parser.add_argument("--cpus", type=int, default=2, help="CPUs for Ray / datatrove workers")
     args = parser.parse_args()
+    if args.end_to_end:
+        from clean_end_to_end import end_to_end
+
+        print(json.dumps(end_to_end(args)))
+        return
     reexec_under_datatrove_python(__file__)
     os.environ["TQDM_DISABLE"] = "1"  # datatrove's progress bars
     from datatrove.utils.logging import logger
