@@ -117,9 +117,7 @@ def normalize_text(
     if not ascii_text or "\r" in text:
         text = _LINE_BREAK_RE.sub("\n", text)
     text = _CONTROL_RE.sub("", text)
-    if not ascii_text:
-        text = _SPACE_RUN_RE.sub(" ", text)
-    elif "  " in text:  # in ASCII text, what is left of horizontal whitespace is spaces and tabs
+    if not ascii_text or "  " in text:  # ASCII has no other horizontal whitespace left but tabs
         text = _SPACE_RUN_RE.sub(" ", text)
     if " \n" in text or "\t\n" in text:
         text = _TRAILING_SPACE_RE.sub("\n", text)
