@@ -69,8 +69,8 @@ class NgramIndex:
     """Token n-grams of one document as 64-bit hashes, asked for growing n.
 
     Only a position that starts an n-gram seen twice can start a repeated longer n-gram (whose
-    prefix repeats too), so each n after the first sorts the positions of the last n's repeated
-    n-grams alone: far fewer than all of them in ordinary text.
+    prefix repeats too), so after each n only the positions of its repeated n-grams are kept,
+    hashed on to n + 1 and sorted: far fewer than all positions in ordinary text.
     """
 
     def __init__(self, tokens: tuple[str, ...]) -> None:
@@ -80,38 +80,39 @@ class NgramIndex:
         self.token_hash = (ids + np.uint64(1)) * _MIX
         self.lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
         self.char_prefix = np.concatenate(([0], np.cumsum(self.lengths)))
-        self._n = 1
-        self._hashes = self.token_hash
-        self._narrowed_at = 0  # the n whose repeated n-grams' positions `_candidates` holds
-        self._candidates = np.arange(len(tokens))
+        self._start_over()
 
-    def hashes(self, n: int) -> np.ndarray:
-        """Hashes of every n-gram (cheapest when n grows between calls)."""
-        if n < self._n:
-            self._n, self._hashes = 1, self.token_hash
-        while self._n < n:
-            self._n += 1
-            prev = self._hashes[:-1]
-            self._hashes = ((prev ^ (prev >> np.uint64(31))) * _STEP) ^ self.token_hash[
-                self._n - 1 :
-            ]
-        return self._hashes
+    def _start_over(self) -> None:
+        self._n = 1
+        self._positions = np.arange(self.lengths.size)  # where a repeated n-gram may start
+        self._hashes = self.token_hash  # the n-grams' hashes there
 
     def _grouped(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Start positions of the n-grams that may repeat, sorted by (n-gram, position), and
         which of them begins a run of equal n-grams; keeps the repeated ones for the next n."""
-        hashes = self.hashes(n)
-        if n < self._narrowed_at:
-            self._candidates = np.arange(self.lengths.size)
-        candidates = self._candidates[self._candidates < hashes.size]
-        positions = candidates[np.argsort(hashes[candidates], kind="stable")]
-        sorted_hashes = hashes[positions]
-        new_run = np.empty(positions.size, dtype=bool)
+        if n < self._n:
+            self._start_over()
+        size = self.lengths.size
+        while self._n < n:
+            room = self._positions + self._n < size
+            positions, prev = self._positions[room], self._hashes[room]
+            mixed = ((prev ^ (prev >> np.uint64(31))) * _STEP) ^ self.token_hash[
+                positions + self._n
+            ]
+            self._positions, self._hashes, self._n = positions, mixed, self._n + 1
+        if self._positions.size < 2:  # nothing repeats, at this n or any longer one
+            self._positions, self._hashes = self._positions[:0], self._hashes[:0]
+            return self._positions, np.ones(0, dtype=bool)
+        order = np.argsort(self._hashes, kind="stable")
+        sorted_hashes = self._hashes[order]
+        new_run = np.empty(order.size, dtype=bool)
         new_run[:1] = True
         np.not_equal(sorted_hashes[1:], sorted_hashes[:-1], out=new_run[1:])
         repeated = ~new_run
         repeated[:-1] |= ~new_run[1:]
-        self._candidates, self._narrowed_at = np.sort(positions[repeated]), n
+        positions = self._positions[order]
+        keep = np.sort(order[repeated])
+        self._positions, self._hashes = self._positions[keep], self._hashes[keep]
         return positions, new_run
 
     def top_chars(self, n: int) -> int:
@@ -121,7 +122,7 @@ class NgramIndex:
         runs = np.flatnonzero(new_run)
         if runs.size == positions.size:
             return 0
-        counts = np.diff(runs, append=positions.size)
+        counts = np.concatenate((runs[1:], [positions.size])) - runs
         top = counts.max()
         first = int(positions[runs[counts == top]].min())
         chars = self.char_prefix[first + n] - self.char_prefix[first]
