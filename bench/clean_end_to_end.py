@@ -164,7 +164,7 @@ def datatrove_side(corpus: str, work: str, cpus: int, files: int) -> None:
     print(json.dumps({"startup_cpu_s": startup.ru_utime + startup.ru_stime}))
 
 
-def run_lmforge(corpus: Path, work: Path, cpus: int, off: tuple[str, ...]) -> dict:
+def run_lmforge(corpus: Path, work: Path, cpus: int, off: tuple[str, ...], split_mb: float) -> dict:
     """The `clean` stage on a fresh local Ray with `cpus` CPUs: its summary, kept ids, wall
     seconds and CPU seconds of the process tree (over the stage, and with start-up)."""
     import pyarrow.parquet as pq
@@ -175,9 +175,15 @@ def run_lmforge(corpus: Path, work: Path, cpus: int, off: tuple[str, ...]) -> di
     from lmforge.pipeline.ray_runtime import ensure_ray, shutdown_ray
 
     work.mkdir(parents=True)
-    overrides = [f"data.paths=[{corpus}/*.jsonl]", "preset=base", "data.canaries.enabled=false"]
+    overrides = [
+        f"data.paths=[{corpus}/*.jsonl]",
+        "preset=base",  # the web-text thresholds of conf/data/default.yaml, as datatrove's
+        "data.canaries.enabled=false",
+        f"data.read_split_mb={split_mb:g}",
+    ]
     with_startup = TreeCpu()
     task = prepare_clean_stage(work, overrides + filters_off(*off))
+    os.environ["RAY_worker_niceness"] = "0"  # as datatrove's workers: Ray's default is 15
     ensure_ray(None, num_cpus=cpus, workdir=work)
     try:
         ray.get([ray.remote(num_cpus=1)(lambda: None).remote() for _ in range(cpus)])
@@ -210,9 +216,10 @@ def _measure(root: Path, args) -> dict:
     print(f"corpus: {n} documents, {mb:.1f} MB of JSONL in {args.files} files")
     python = os.environ.get("DATATROVE_PYTHON", "/tmp/dtvenv/bin/python")
     theirs = run_datatrove(python, corpus, root / "datatrove", args.cpus, args.files)
-    ours = run_lmforge(corpus, root / "same", args.cpus, SAME_STEPS_OFF)
-    one = run_lmforge(corpus, root / "one-cpu", 1, SAME_STEPS_OFF)
-    full = run_lmforge(corpus, root / "full", args.cpus, ())
+    split_mb = mb / args.units
+    ours = run_lmforge(corpus, root / "same", args.cpus, SAME_STEPS_OFF, split_mb)
+    one = run_lmforge(corpus, root / "one-cpu", 1, SAME_STEPS_OFF, split_mb)
+    full = run_lmforge(corpus, root / "full", args.cpus, (), split_mb)
     ids = {f"doc{i:08d}" for i in range(n)}
     agree = sum((i in ours["kept"]) == (i in theirs["kept"]) for i in ids) / n
     dt_cpu = theirs["cpu_s"] - theirs["startup_cpu_s"]

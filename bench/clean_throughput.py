@@ -221,6 +221,9 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=100.0, help="end-to-end corpus size (MB)")
     parser.add_argument("--files", type=int, default=8, help="end-to-end corpus files")
     parser.add_argument("--cpus", type=int, default=2, help="CPUs for Ray / datatrove workers")
+    parser.add_argument(
+        "--units", type=int, default=16, help="read units of lmforge (data.read_split_mb = MB / N)"
+    )
     args = parser.parse_args()
     if args.end_to_end:
         from clean_end_to_end import end_to_end
