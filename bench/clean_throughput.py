@@ -224,6 +224,9 @@ def main() -> None:
     parser.add_argument(
         "--units", type=int, default=16, help="read units of lmforge (data.read_split_mb = MB / N)"
     )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="runs of lmforge's stage per CPU count (best wall)"
+    )
     args = parser.parse_args()
     if args.end_to_end:
         from clean_end_to_end import end_to_end
