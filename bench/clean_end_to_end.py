@@ -52,9 +52,9 @@ survivors, where 20 x 5 unverified also removes pairs near 0.4 and agrees on 91%
 
 def write_corpus(out: Path, mb: float, files: int, seed: int) -> tuple[int, float]:
     """About `mb` MB of JSONL pages in `files` files; (documents, MB written)."""
-    sample = build_corpus(500, seed)
+    sample = build_corpus(500, seed, mixed=True)
     mean = sum(len(json.dumps({"id": i, "text": t})) for i, t in sample) / len(sample)
-    corpus = build_corpus(int(mb * 2**20 / mean) + 1, seed)
+    corpus = build_corpus(int(mb * 2**20 / mean) + 1, seed, mixed=True)
     out.mkdir(parents=True)
     per_file = -(-len(corpus) // files)
     for f in range(files):
