@@ -42,23 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus_synth  # noqa: E402
 import ray  # noqa: E402
+from clean_stage import FILTERS, filters_off, prepare_clean_stage, run_clean_stage  # noqa: E402
 
-from lmforge.pipeline.config import compose  # noqa: E402
-from lmforge.pipeline.execute import StageTask, execute_stage, load_stages  # noqa: E402
-from lmforge.pipeline.keys import cache_key  # noqa: E402
-from lmforge.pipeline.tracking import client, ensure_experiment  # noqa: E402
-
-FILTERS = [
-    "normalize",
-    "length",
-    "language",
-    "gopher_quality",
-    "gopher_repetition",
-    "c4",
-    "blocklist",
-    "toxicity",
-    "pii",
-]
 SIZE_RE = re.compile(r"\|\s*([\d.]+) B\s*\|\s*(\w+)\s*\|")
 
 
@@ -98,36 +83,12 @@ class ObjectWatch(threading.Thread):
 
 
 def run_clean(corpus: Path, workdir: Path, extra: list[str]) -> tuple[dict, float, float]:
-    """(summary, wall seconds, cores used) of the clean stage over `corpus`."""
-    overrides = [
-        f"data.paths=[{corpus}/*.jsonl.zst]",
-        *(f"data.filters.{name}.enabled=false" for name in FILTERS),
-        *extra,
-    ]
-    spec = load_stages()["clean"]
-    config = compose(overrides)
-    sections = {"data": config["data"]}
-    key = cache_key("clean", spec.version, sections, {})
-    uri = f"sqlite:///{workdir / 'mlflow.db'}"
-    mlflow = client(uri)
-    experiment = ensure_experiment(mlflow, "bench", (workdir / "art").as_uri())
-    run_id = mlflow.create_run(experiment, run_name="clean").info.run_id
-    task = StageTask(
-        stage="clean",
-        key=key,
-        version=spec.version,
-        sections=sections,
-        typed_config=spec.parse_config(sections),
-        input_keys={},
-        workdir=str(workdir),
-        store_uri=None,
-        tracking_uri=uri,
-        mlflow_run_id=run_id,
-    )
-    busy, started = cpu_busy_seconds(), time.perf_counter()
-    result = execute_stage(task)
-    wall = time.perf_counter() - started
-    return result["summary"], wall, (cpu_busy_seconds() - busy) / wall
+    """(summary, wall seconds, cores used) of the clean stage over `corpus`, filters off."""
+    overrides = [f"data.paths=[{corpus}/*.jsonl.zst]", *filters_off(*FILTERS), *extra]
+    task = prepare_clean_stage(workdir, overrides)
+    busy = cpu_busy_seconds()
+    summary, _, wall = run_clean_stage(task)
+    return summary, wall, (cpu_busy_seconds() - busy) / wall
 
 
 def removals(artifact: Path) -> dict[str, tuple[str, str]]:

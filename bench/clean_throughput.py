@@ -14,7 +14,7 @@ datatrove is not a dependency of lmforge; it runs from a separate virtualenv (it
 tokenizer is spaCy's blank `en`, which needs no model download):
 
     python3 -m venv /tmp/dtvenv
-    /tmp/dtvenv/bin/pip install "datatrove[processing]==0.10.1" spacy
+    /tmp/dtvenv/bin/pip install "datatrove[processing]==0.10.1" spacy orjson pyarrow
     /tmp/dtvenv/bin/pip install --no-deps -e .      # lmforge itself, for our side
     /tmp/dtvenv/bin/python bench/clean_throughput.py [--docs 2000]
 
@@ -22,6 +22,17 @@ Started from an interpreter without datatrove, the script re-executes itself und
 $DATATROVE_PYTHON (default /tmp/dtvenv/bin/python). Last line printed: {"bench":
 "clean_throughput", "unit": "documents/s", "lmforge": X, "reference": Y, "ratio": X/Y,
 "agreement": A}.
+
+`--end-to-end` compares the whole `clean` stage (read -> chain -> exact + MinHash dedup ->
+Parquet, on Ray) with datatrove's `LocalPipelineExecutor` pipelines, and measures the full
+default chain's MB per CPU-second (`clean_end_to_end.py` says how). It runs from lmforge's
+virtualenv and starts datatrove's side under $DATATROVE_PYTHON (set up as above; lmforge need not
+be installed there):
+
+    .venv/bin/python bench/clean_throughput.py --end-to-end [--mb 100] [--files 8] [--cpus 2]
+
+Last line: {"bench", "unit", "lmforge", "reference", "ratio", "agreement", "scaling_2cpu",
+"mb_per_cpu_s", "filter_cpu_s", ...}. `--mb 5` runs in about two minutes.
 """
 
 from __future__ import annotations
@@ -82,10 +93,24 @@ def paragraph_pools() -> tuple[list[str], list[str]]:
     return every, prose
 
 
-def build_corpus(n_docs: int, seed: int) -> list[tuple[str, str]]:
-    """(id, text) of web-like pages; about one in twelve is an exact copy of an earlier page."""
+def sentence_paragraphs(prose: list[str], count: int, rng: random.Random) -> list[str]:
+    """`count` paragraphs of 2 to 5 sentences drawn from all those of `prose`."""
+    sentences = sorted({s.rstrip(".") + "." for p in prose for s in p.split(". ") if s})
+    return [" ".join(rng.sample(sentences, rng.randint(2, 5))) for _ in range(count)]
+
+
+def build_corpus(n_docs: int, seed: int, mixed: bool = False) -> list[tuple[str, str]]:
+    """(id, text) of web-like pages; about one in twelve is an exact copy of an earlier page.
+
+    With `mixed`, the prose paragraphs are new ones of random sentences (twice as many as
+    pages), so that a large corpus does not reuse each of the ~2,000 paragraphs hundreds of times
+    (which makes tens of thousands of page pairs near Jaccard 0.5, where any two MinHash
+    implementations disagree by chance).
+    """
     rng = random.Random(seed)
     every, prose = paragraph_pools()
+    if mixed:
+        prose = sentence_paragraphs(prose, 2 * n_docs, rng)
     pages: list[str] = []
     for _ in range(n_docs):
         kind = rng.random()
@@ -206,7 +231,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=2000, help="documents in the corpus")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--end-to-end", action="store_true", help="the whole stage, on Ray")
+    parser.add_argument("--mb", type=float, default=100.0, help="end-to-end corpus size (MB)")
+    parser.add_argument("--files", type=int, default=8, help="end-to-end corpus files")
+    parser.add_argument("--cpus", type=int, default=2, help="CPUs for Ray / datatrove workers")
+    parser.add_argument(
+        "--units", type=int, default=16, help="read units of lmforge (data.read_split_mb = MB / N)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="runs of lmforge's stage per CPU count (best wall)"
+    )
     args = parser.parse_args()
+    if args.end_to_end:
+        from clean_end_to_end import end_to_end
+
+        print(json.dumps(end_to_end(args)))
+        return
     reexec_under_datatrove_python(__file__)
     os.environ["TQDM_DISABLE"] = "1"  # datatrove's progress bars
     from datatrove.utils.logging import logger

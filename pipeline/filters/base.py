@@ -8,6 +8,7 @@ document to an optional exclusion sink, so nothing is lost silently. Invariant k
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ class FilterCounts:
     "Dropped documents per reason."
     events: dict[str, int] = field(default_factory=dict)
     "Step-specific tallies: lines removed, redactions by type, repaired encodings..."
+    cpu_seconds: float = field(default=0.0, compare=False)
+    "CPU time of the process while the step ran on batches (a measurement, not a count)."
 
     def add_event(self, name: str, count: int = 1) -> None:
         self.events[name] = self.events.get(name, 0) + count
@@ -71,6 +74,7 @@ class FilterCounts:
             chars_out=self.chars_out + other.chars_out,
             dropped_by_reason=dict(self.dropped_by_reason),
             events=dict(self.events),
+            cpu_seconds=self.cpu_seconds + other.cpu_seconds,
         )
         for reason, n in other.dropped_by_reason.items():
             merged.dropped_by_reason[reason] = merged.dropped_by_reason.get(reason, 0) + n
@@ -86,6 +90,7 @@ class FilterCounts:
             "chars_out": self.chars_out,
             "dropped_by_reason": dict(sorted(self.dropped_by_reason.items())),
             "events": dict(sorted(self.events.items())),
+            "cpu_seconds": round(self.cpu_seconds, 4),
         }
 
     @classmethod
@@ -97,6 +102,7 @@ class FilterCounts:
             chars_out=int(d["chars_out"]),
             dropped_by_reason={k: int(v) for k, v in d.get("dropped_by_reason", {}).items()},
             events={k: int(v) for k, v in d.get("events", {}).items()},
+            cpu_seconds=float(d.get("cpu_seconds", 0.0)),
         )
 
 
@@ -129,6 +135,7 @@ class DocumentFilter(ABC):
 
     def process_batch(self, docs: list[Document]) -> list[Document]:
         """Run the filter on a batch with counting; the kept documents, in order."""
+        started = time.process_time()
         chars_in = [len(doc.text) for doc in docs]
         results = self.filter_batch(docs)
         if len(results) != len(docs):
@@ -140,6 +147,7 @@ class DocumentFilter(ABC):
         for doc, n_chars, result in zip(docs, chars_in, results, strict=True):
             if self._account(doc, n_chars, result) is not None:
                 kept.append(doc)
+        self.counts.cpu_seconds += time.process_time() - started
         return kept
 
     def _account(self, doc: Document, chars_in: int, result: FilterResult) -> Document | None:

@@ -90,7 +90,8 @@ def run_chain(
 ) -> Iterator[Document]:
     """Stream documents through every step; yields the survivors in input order.
 
-    Documents move in batches so that batch-friendly steps (toxicity) score many at once.
+    Documents move in batches so that batch-friendly steps (toxicity) score many at once; the
+    `clean` stage sends each partition (`data.partition_docs`) through as one batch.
     """
     iterator = iter(docs)
     while batch := list(islice(iterator, batch_size)):

@@ -3,8 +3,9 @@
 A document is dropped when its word count or mean word length is out of range, when `#` or
 ellipses are too frequent relative to words, when nearly all lines are bullets or many lines end
 in an ellipsis, when too few words contain a letter, or when it lacks common English stop words.
-Words come from the shared regex split (`words.split_tokens`); punctuation tokens count in the
-ratios' denominators but not as words for the length statistics, as in the reference rules.
+Words come from the shared split (`words.text_tokens`, done once per text for both Gopher
+filters); punctuation tokens count in the ratios' denominators but not as words for the length
+statistics, as in the reference rules.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 from lmforge.pipeline.filters.base import DocumentFilter, FilterResult
 from lmforge.pipeline.filters.document import Document
-from lmforge.pipeline.filters.words import has_alpha, is_word, split_tokens
+from lmforge.pipeline.filters.words import text_tokens
 
 GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 
@@ -60,9 +61,9 @@ class GopherQualityFilter(DocumentFilter):
     def filter(self, doc: Document) -> FilterResult:
         cfg = self.config
         text = doc.text
-        tokens = split_tokens(text)
-        words = [t for t in tokens if is_word(t)]
-        n_tokens = max(len(tokens), 1)
+        split = text_tokens(text)
+        words = split.words
+        n_tokens = max(len(split.tokens), 1)
         n_words = len(words)
         if cfg.min_words is not None and n_words < cfg.min_words:
             return False, "gopher_too_few_words"
@@ -81,13 +82,12 @@ class GopherQualityFilter(DocumentFilter):
         reason = self._line_rules(text)
         if reason:
             return False, reason
-        if cfg.min_alpha_words_ratio is not None:
-            n_alpha = sum(1 for w in words if has_alpha(w))
-            if n_alpha / n_tokens < cfg.min_alpha_words_ratio:
-                return False, "gopher_too_few_alpha_words"
+        alpha = cfg.min_alpha_words_ratio
+        if alpha is not None and split.n_alpha_words / n_tokens < alpha:
+            return False, "gopher_too_few_alpha_words"
         if cfg.min_stop_words is not None:
             limit = self._stop_max_len
-            present = {w.lower() for w in words if len(w) <= limit} & self._stop_words
+            present = {w.lower() for w in set(words) if len(w) <= limit} & self._stop_words
             if len(present) < cfg.min_stop_words:
                 return False, "gopher_too_few_stop_words"
         return True

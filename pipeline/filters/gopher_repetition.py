@@ -4,8 +4,8 @@ Dropped when the share of duplicate lines/paragraphs (by count or by characters)
 when the most frequent repeated 2-, 3- or 4-gram covers too many characters, or when the
 repeated occurrences of 5- to 10-grams cover too many characters. An occurrence counts as a
 duplicate when the same n-gram appeared earlier; characters are counted once even where
-duplicate n-grams overlap. N-grams are compared through 64-bit hashes of token ids in numpy,
-which keeps the cost per document low.
+duplicate n-grams overlap. N-grams are compared through 64-bit hashes of token ids in numpy, and
+each longer n only looks where the shorter one repeated, which keeps the cost per document low.
 """
 
 from __future__ import annotations
@@ -65,66 +65,80 @@ def duplicate_elements(elements: list[str]) -> tuple[int, int]:
     return n_dup, n_chars
 
 
-class _NgramIndex:
-    """Token-id n-gram hashes of one document, built incrementally for growing n."""
+class NgramIndex:
+    """Token n-grams of one document as 64-bit hashes, asked for growing n.
+
+    Only a position that starts an n-gram seen twice can start a repeated longer n-gram (whose
+    prefix repeats too), so after each n only the positions of its repeated n-grams are kept,
+    hashed on to n + 1 and sorted: far fewer than all positions in ordinary text.
+    """
 
     def __init__(self, tokens: tuple[str, ...]) -> None:
-        vocab: dict[str, int] = {}
-        ids = np.fromiter(
-            (vocab.setdefault(t, len(vocab)) for t in tokens), dtype=np.uint64, count=len(tokens)
-        )
+        distinct = dict.fromkeys(tokens)  # numbered in order of first occurrence
+        number = dict(zip(distinct, range(len(distinct)), strict=True))
+        ids = np.fromiter(map(number.__getitem__, tokens), dtype=np.uint64, count=len(tokens))
         self.token_hash = (ids + np.uint64(1)) * _MIX
-        lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
-        self.lengths = lengths
-        self.char_prefix = np.concatenate(([0], np.cumsum(lengths)))
+        self.lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+        self.char_prefix = np.concatenate(([0], np.cumsum(self.lengths)))
+        self._start_over()
+
+    def _start_over(self) -> None:
         self._n = 1
-        self._hashes = self.token_hash
+        self._positions = np.arange(self.lengths.size)  # where a repeated n-gram may start
+        self._hashes = self.token_hash  # the n-grams' hashes there
 
-    def hashes(self, n: int) -> np.ndarray:
-        """Hashes of every n-gram (cheapest when n grows between calls)."""
+    def _grouped(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Start positions of the n-grams that may repeat, sorted by (n-gram, position), and
+        which of them begins a run of equal n-grams; keeps the repeated ones for the next n."""
         if n < self._n:
-            self._n, self._hashes = 1, self.token_hash
+            self._start_over()
+        size = self.lengths.size
         while self._n < n:
-            self._n += 1
-            prev = self._hashes[:-1]
-            self._hashes = ((prev ^ (prev >> np.uint64(31))) * _STEP) ^ self.token_hash[
-                self._n - 1 :
+            room = self._positions + self._n < size
+            positions, prev = self._positions[room], self._hashes[room]
+            mixed = ((prev ^ (prev >> np.uint64(31))) * _STEP) ^ self.token_hash[
+                positions + self._n
             ]
-        return self._hashes
+            self._positions, self._hashes, self._n = positions, mixed, self._n + 1
+        if self._positions.size < 2:  # nothing repeats, at this n or any longer one
+            self._positions, self._hashes = self._positions[:0], self._hashes[:0]
+            return self._positions, np.ones(0, dtype=bool)
+        order = np.argsort(self._hashes, kind="stable")
+        sorted_hashes = self._hashes[order]
+        new_run = np.empty(order.size, dtype=bool)
+        new_run[:1] = True
+        np.not_equal(sorted_hashes[1:], sorted_hashes[:-1], out=new_run[1:])
+        repeated = ~new_run
+        repeated[:-1] |= ~new_run[1:]
+        positions = self._positions[order]
+        keep = np.sort(order[repeated])
+        self._positions, self._hashes = self._positions[keep], self._hashes[keep]
+        return positions, new_run
 
-    def ngram_chars(self, n: int) -> np.ndarray:
-        """Characters (without separators) of every n-gram."""
-        return self.char_prefix[n:] - self.char_prefix[:-n]
+    def top_chars(self, n: int) -> int:
+        """Characters (words + spaces) times occurrences of the most frequent repeated n-gram
+        (the first to occur among equally frequent ones)."""
+        positions, new_run = self._grouped(n)
+        runs = np.flatnonzero(new_run)
+        if runs.size == positions.size:
+            return 0
+        counts = np.concatenate((runs[1:], [positions.size])) - runs
+        top = counts.max()
+        first = int(positions[runs[counts == top]].min())
+        chars = self.char_prefix[first + n] - self.char_prefix[first]
+        return int((chars + n - 1) * top)
 
-
-def top_ngram_chars(index: _NgramIndex, n: int) -> int:
-    """Characters (words + spaces) times occurrences of the most frequent repeated n-gram."""
-    hashes = index.hashes(n)
-    if hashes.size < 2:
-        return 0
-    _, first, counts = np.unique(hashes, return_index=True, return_counts=True)
-    top = counts.max()
-    if top < 2:
-        return 0
-    position = first[counts == top].min()
-    return int((index.ngram_chars(n)[position] + n - 1) * top)
-
-
-def duplicate_ngram_chars(index: _NgramIndex, n: int) -> int:
-    """Characters covered by n-gram occurrences whose n-gram appeared earlier."""
-    hashes = index.hashes(n)
-    if hashes.size < 2:
-        return 0
-    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-    starts = np.flatnonzero(first[inverse] < np.arange(hashes.size))
-    if starts.size == 0:
-        return 0
-    n_tokens = index.lengths.size
-    depth = np.bincount(starts, minlength=n_tokens + 1) - np.bincount(
-        starts + n, minlength=n_tokens + 1
-    )
-    covered = np.cumsum(depth[:n_tokens]) > 0
-    return int(index.lengths[covered].sum())
+    def duplicate_chars(self, n: int) -> int:
+        """Characters covered by n-gram occurrences whose n-gram appeared earlier (counted once
+        where they overlap)."""
+        positions, new_run = self._grouped(n)
+        starts = positions[~new_run]
+        if starts.size == 0:
+            return 0
+        covered = np.zeros(self.lengths.size, dtype=bool)
+        for k in range(n):
+            covered[starts + k] = True
+        return int(self.lengths[covered].sum())
 
 
 class GopherRepetitionFilter(DocumentFilter):
@@ -144,12 +158,12 @@ class GopherRepetitionFilter(DocumentFilter):
             return False, reason
         if not self._top and not self._dup:
             return True
-        index = _NgramIndex(split_tokens(text))
+        index = NgramIndex(split_tokens(text))
         for n, limit in self._top:
-            if top_ngram_chars(index, n) / n_chars > limit:
+            if index.top_chars(n) / n_chars > limit:
                 return False, f"gopher_top_{n}_gram"
         for n, limit in self._dup:
-            if duplicate_ngram_chars(index, n) / n_chars > limit:
+            if index.duplicate_chars(n) / n_chars > limit:
                 return False, f"gopher_duplicated_{n}_grams"
         return True
 

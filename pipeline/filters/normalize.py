@@ -23,9 +23,15 @@ from lmforge.pipeline.filters.document import Document
 _FALLBACK_ERRORS = "lmforge-cp1252-fallback"
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\ufeff]")
 _LINE_BREAK_RE = re.compile(r"\r\n?|[\u2028\u2029\x85]")
-_SPACE_RUN_RE = re.compile(r"[^\S\n\t]+")
+# Runs of horizontal whitespace (tabs aside) become one space: only runs that are not already a
+# single space match, so the common case costs no replacement.
+_SPACE_RUN_RE = re.compile(r"[^\S\n\t]{2,}|[^\S\n\t ]")
 _TRAILING_SPACE_RE = re.compile(r"[ \t]+\n")
 _BLANK_LINES_RE = re.compile(r"\n{3,}")
+# What ftfy may change in ASCII text: HTML entities, carriage returns, control characters (the
+# escape of terminal codes among them). An ASCII line without any is left as it is by every fixer.
+_FTFY_ASCII_TARGETS_RE = re.compile(r"[&\r\x00-\x08\x0b\x0e-\x1f\x7f]")
+_FTFY_CONFIG = ftfy.TextFixerConfig(explain=False, normalization="NFC")
 
 
 def _cp1252_fallback(error: UnicodeError) -> tuple[str, int]:
@@ -73,17 +79,49 @@ def decode_bytes(raw: bytes) -> tuple[str, bool]:
         return raw.decode("utf-8", errors=_FALLBACK_ERRORS), True
 
 
+def _inert(segment: str) -> bool:
+    return segment.isascii() and _FTFY_ASCII_TARGETS_RE.search(segment) is None
+
+
+def repair_mojibake(text: str) -> str:
+    """`ftfy.fix_text(text, normalization="NFC")`, without the cost of the lines it leaves alone.
+
+    ftfy fixes a text line by line (segments of at most `max_decode_length`), and no fixer
+    changes an ASCII line free of `&`, `\\r` and control characters; so those lines are kept as
+    they are and the others go through `ftfy.fix_and_explain` as `fix_text` sends them, with its
+    rule that a `<` turns HTML unescaping off for the rest of the text.
+    """
+    if _inert(text):
+        return text
+    config = _FTFY_CONFIG
+    out = []
+    pos = 0
+    while pos < len(text):
+        end = text.find("\n", pos) + 1 or len(text)
+        end = min(end, pos + config.max_decode_length)
+        segment = text[pos:end]
+        if config.unescape_html == "auto" and "<" in segment:
+            config = config._replace(unescape_html=False)
+        out.append(segment if _inert(segment) else ftfy.fix_and_explain(segment, config)[0])
+        pos = end
+    return "".join(out)
+
+
 def normalize_text(
     text: str, *, fix_mojibake: bool = True, collapse_blank_lines: bool = True
 ) -> str:
     """Mojibake repaired, NFC, no control characters but `\\n` and `\\t`, tidy whitespace."""
     if fix_mojibake:
-        text = ftfy.fix_text(text, normalization="NFC")
-    text = _LINE_BREAK_RE.sub("\n", text)
+        text = repair_mojibake(text)
+    ascii_text = text.isascii()
+    if not ascii_text or "\r" in text:
+        text = _LINE_BREAK_RE.sub("\n", text)
     text = _CONTROL_RE.sub("", text)
-    text = _SPACE_RUN_RE.sub(" ", text)
-    text = _TRAILING_SPACE_RE.sub("\n", text)
-    if collapse_blank_lines:
+    if not ascii_text or "  " in text:  # ASCII has no other horizontal whitespace left but tabs
+        text = _SPACE_RUN_RE.sub(" ", text)
+    if " \n" in text or "\t\n" in text:
+        text = _TRAILING_SPACE_RE.sub("\n", text)
+    if collapse_blank_lines and "\n\n\n" in text:
         text = _BLANK_LINES_RE.sub("\n\n", text)
     text = text.strip()
     if not unicodedata.is_normalized("NFC", text):

@@ -187,7 +187,7 @@ def filter_unit(unit: ReadUnit, cfg: DataConfig, dirs: CleanDirs, limit: int = 0
         ) as dropped,
     ):
         while batch := list(islice(documents, cfg.partition_docs)):
-            survivors = list(run_chain(batch, chain))
+            survivors = list(run_chain(batch, chain, batch_size=len(batch)))
             rows = [
                 {
                     "id": d.id,

@@ -46,6 +46,15 @@ _PHONE_RE = re.compile(
     r")(?!\w)"
 )
 
+# What any match of the pattern beside it holds: four digits in a card number, a dotted pair of
+# digits in an IPv4 address, two colons at most four hex digits apart in an IPv6 address (one
+# without a digit is never redacted), `+digit` or `ddd-dddd` in a phone number.
+_HAS_AT = re.compile("@")
+_HAS_CARD = re.compile(r"\d{4}")
+_HAS_IPV4 = re.compile(r"\d\.\d")
+_HAS_IPV6 = re.compile(r":[0-9A-Fa-f]{0,4}:")
+_HAS_PHONE = re.compile(r"\+\d|\d{3}[.-]\d{4}")
+
 
 def luhn_valid(digits: str) -> bool:
     """Whether a string of digits passes the Luhn checksum used by payment cards."""
@@ -108,14 +117,14 @@ class PIIRedactor(DocumentTransform):
         cfg = self.config
         email = PLACEHOLDERS["email"]
         ipv4 = PLACEHOLDERS["ip_address"]
-        # (type, switched on, a character the text must hold for the rule to be worth running,
-        # pattern, replacement or None to leave the match)
+        # (type, switched on, what every redacted match holds (a cheap search that spares the
+        # costly pattern most texts), pattern, replacement or None to leave the match)
         rules = [
-            ("email", cfg.email, "@", _EMAIL_RE, lambda m: email),
-            ("credit_card", cfg.credit_card, "", _CARD_RE, _redact_card),
-            ("ip_address", cfg.ip_address, ".", _IPV4_RE, lambda m: ipv4),
-            ("ip_address", cfg.ip_address, ":", _IPV6_RE, _redact_ipv6),
-            ("phone", cfg.phone, "", _PHONE_RE, _redact_phone),
+            ("email", cfg.email, _HAS_AT, _EMAIL_RE, lambda m: email),
+            ("credit_card", cfg.credit_card, _HAS_CARD, _CARD_RE, _redact_card),
+            ("ip_address", cfg.ip_address, _HAS_IPV4, _IPV4_RE, lambda m: ipv4),
+            ("ip_address", cfg.ip_address, _HAS_IPV6, _IPV6_RE, _redact_ipv6),
+            ("phone", cfg.phone, _HAS_PHONE, _PHONE_RE, _redact_phone),
         ]
         self._rules = [rule[:1] + rule[2:] for rule in rules if rule[1]]
 
@@ -123,7 +132,7 @@ class PIIRedactor(DocumentTransform):
         """`text` with PII replaced, and the number of redactions per type."""
         found: dict[str, int] = {}
         for kind, needed, pattern, replacement_for in self._rules:
-            if needed not in text:
+            if not needed.search(text):
                 continue
             hits = 0
 

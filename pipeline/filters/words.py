@@ -12,7 +12,9 @@ token (`3.14`, `f(x`).
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
 
 _QUOTES = "\"'`“”‘’«»„‚"
 _PUNCT = "…,:;!?¿¡()[]{}<>_#*&~·"
@@ -63,23 +65,6 @@ def _split_piece(piece: str, out: list[str]) -> None:
     out.extend(reversed(suffixes))
 
 
-@lru_cache(maxsize=8)
-def split_tokens(text: str) -> tuple[str, ...]:
-    """Words and punctuation tokens of `text`, in order (cached: several filters ask in turn)."""
-    tokens: list[str] = []
-    append = tokens.append
-    for piece in text.split():
-        if piece.isalnum():
-            special = _SPECIAL.get(piece)
-            if special:
-                tokens.extend(special)
-            else:
-                append(piece)
-        else:
-            _split_piece(piece, tokens)
-    return tuple(tokens)
-
-
 def is_word(token: str) -> bool:
     """Whether a token from `split_tokens` holds a letter or digit (is not pure punctuation)."""
     return token[0].isalnum() or any(c.isalnum() for c in token)
@@ -88,3 +73,74 @@ def is_word(token: str) -> bool:
 def has_alpha(token: str) -> bool:
     """Whether a token contains at least one alphabetic character."""
     return token.isalpha() or any(c.isalpha() for c in token)
+
+
+def _piece_tokens(piece: str) -> tuple[str, ...]:
+    if piece.isalnum():
+        return _SPECIAL.get(piece, (piece,))
+    tokens: list[str] = []
+    _split_piece(piece, tokens)
+    return tuple(tokens)
+
+
+PIECE_MEMO_SIZE = 200_000
+"""Whitespace-free pieces whose split is remembered (a few tens of MB); past that it starts over."""
+
+
+class _PieceMemo(dict):
+    """piece -> (its tokens, those that are words, how many of those hold a letter): web text
+    repeats its pieces (`the`, `it.`, `(see`), so each is split and classified once."""
+
+    def __missing__(self, piece: str) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+        if len(self) >= PIECE_MEMO_SIZE:
+            self.clear()
+        tokens = _piece_tokens(piece)
+        words = tuple(t for t in tokens if is_word(t))
+        entry = self[piece] = (tokens, words, sum(map(has_alpha, words)))
+        return entry
+
+
+_PIECES = _PieceMemo()
+_TOKENS, _WORDS, _ALPHA = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
+@dataclass(frozen=True, slots=True)
+class TextTokens:
+    """The split of one text, as the Gopher filters use it."""
+
+    tokens: tuple[str, ...]
+    "Words and punctuation tokens, in order."
+    words: tuple[str, ...]
+    "The tokens holding a letter or digit, in order."
+    n_alpha_words: int
+    "How many words hold a letter."
+
+
+RECENT_TOKENS = 4_000_000
+"""Tokens of the most recent texts kept, so that the filters of a batch split each text once."""
+_recent: dict[str, TextTokens] = {}
+_recent_count = 0
+
+
+def text_tokens(text: str) -> TextTokens:
+    """The split of `text` (remembered for the texts of the last batch or so)."""
+    global _recent_count
+    found = _recent.get(text)
+    if found is not None:
+        return found
+    entries = list(map(_PIECES.__getitem__, text.split()))
+    found = TextTokens(
+        tuple(chain.from_iterable(map(_TOKENS, entries))),
+        tuple(chain.from_iterable(map(_WORDS, entries))),
+        sum(map(_ALPHA, entries)),
+    )
+    while _recent and _recent_count + len(found.tokens) > RECENT_TOKENS:
+        _recent_count -= len(_recent.pop(next(iter(_recent))).tokens)
+    _recent[text] = found
+    _recent_count += len(found.tokens)
+    return found
+
+
+def split_tokens(text: str) -> tuple[str, ...]:
+    """Words and punctuation tokens of `text`, in order."""
+    return text_tokens(text).tokens

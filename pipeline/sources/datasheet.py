@@ -40,13 +40,16 @@ def write_datasheet(path: Path, cfg: DataConfig, summary: dict) -> None:
         f"- read by {summary.get('read_units', 1)} tasks (units of about "
         f"{cfg.read_split_mb:g} MB on disk: data.read_split_mb)",
         "## Filters (in chain order)",
-        "| step | docs in | docs out | removed | removal rate |",
-        "|---|---|---|---|---|",
+        "| step | docs in | docs out | removed | removal rate | CPU seconds |",
+        "|---|---|---|---|---|---|",
     ]
     for name, c in summary["filters"].items():
         removed = c["docs_in"] - c["docs_out"]
         rate = removed / c["docs_in"] if c["docs_in"] else 0.0
-        lines.append(f"| {name} | {c['docs_in']} | {c['docs_out']} | {removed} | {rate:.1%} |")
+        cpu = c.get("cpu_seconds", 0.0)
+        lines.append(
+            f"| {name} | {c['docs_in']} | {c['docs_out']} | {removed} | {rate:.1%} | {cpu:.1f} |"
+        )
     lines += ["## Removal by reason", "| reason | documents | share of input |", "|---|---|---|"]
     for reason, n in sorted(summary["dropped_by_reason"].items(), key=lambda kv: -kv[1]):
         lines.append(f"| {reason} | {n} | {n / docs_in:.1%} |")

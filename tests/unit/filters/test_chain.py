@@ -119,6 +119,9 @@ def test_counts_of_partitions_merge_into_the_counts_of_the_whole(good_prose):
         list(run_chain(mixed_corpus(good_prose)[part], chain))
         parts.append(chain_counts(chain))
     merged = merge_chain_counts(parts)
-    assert {k: v.to_dict() for k, v in merged.items()} == {
-        k: v.to_dict() for k, v in chain_counts(whole).items()
-    }
+
+    def counted(counts: dict) -> dict:  # CPU time is measured, not counted: it differs
+        return {k: {**v.to_dict(), "cpu_seconds": None} for k, v in counts.items()}
+
+    assert counted(merged) == counted(chain_counts(whole))
+    assert all(c.cpu_seconds > 0 for c in merged.values())

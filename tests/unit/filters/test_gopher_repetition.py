@@ -1,12 +1,14 @@
 """Gopher repetition rules on crafted documents that must pass and must fail."""
 
 import random
+from collections import Counter
 
 import pytest
 
 from lmforge.pipeline.filters.gopher_repetition import (
     GopherRepetitionConfig,
     GopherRepetitionFilter,
+    NgramIndex,
     duplicate_elements,
 )
 
@@ -83,3 +85,39 @@ def test_duplicate_ngram_characters_count_each_character_once(doc_of):
     assert f.filter(doc_of(text)) is True
     f = only(dup_ngram_max_char_frac=((5, 0.6),))
     assert f.filter(doc_of(text)) == (False, "gopher_duplicated_5_grams")
+
+
+def plain_top_chars(tokens: list[str], n: int) -> int:
+    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    counts = Counter(grams)
+    top = max(counts.values(), default=0)
+    if top < 2:
+        return 0
+    first = min(grams.index(g) for g, c in counts.items() if c == top)
+    return (sum(map(len, grams[first])) + n - 1) * top
+
+
+def plain_duplicate_chars(tokens: list[str], n: int) -> int:
+    seen, covered = set(), set()
+    for i in range(len(tokens) - n + 1):
+        gram = tuple(tokens[i : i + n])
+        if gram in seen:
+            covered.update(range(i, i + n))
+        seen.add(gram)
+    return sum(len(tokens[i]) for i in covered)
+
+
+def test_ngram_statistics_equal_the_plain_definitions():
+    rng = random.Random(0)
+    for _ in range(300):
+        vocab = VOCAB[: rng.randint(2, len(VOCAB))]
+        tokens = [rng.choice(vocab) for _ in range(rng.randint(0, 120))]
+        index = NgramIndex(tuple(tokens))
+        order = [("top", n) for n in (2, 3, 4)] + [("dup", n) for n in range(5, 11)]
+        if rng.random() < 0.3:
+            rng.shuffle(order)  # asked out of order, the narrowing starts over
+        for kind, n in order:
+            if kind == "top":
+                assert index.top_chars(n) == plain_top_chars(tokens, n), (tokens, n)
+            else:
+                assert index.duplicate_chars(n) == plain_duplicate_chars(tokens, n), (tokens, n)

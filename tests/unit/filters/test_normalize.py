@@ -1,8 +1,10 @@
 """Normalisation: NFC, mojibake, control characters, whitespace; bad bytes never crash a run."""
 
 import random
+import re
 import unicodedata
 
+import ftfy
 import pytest
 
 from lmforge.pipeline.filters.document import Document
@@ -11,7 +13,73 @@ from lmforge.pipeline.filters.normalize import (
     TextNormalizer,
     decode_bytes,
     normalize_text,
+    repair_mojibake,
 )
+
+# Pieces of text every ftfy fixer acts on, and plain ones it leaves alone.
+FTFY_PIECES = [
+    "plain words ",
+    "more text. ",
+    "\n",
+    "\n\n",
+    "\r\n",
+    "\r",
+    "&amp; ",
+    "&eacute;",
+    "&lt;b&gt;",
+    "<p>",
+    "&#x2019;",
+    "caf\u00c3\u00a9 ",
+    "\u00e2\u20ac\u0153quoted\u00e2\u20ac\u009d ",
+    "It\u00e2\u20ac\u2122s ",
+    "\u201ccurly\u201d ",
+    "\ufb01ne ",
+    "\uff2c\uff2f\uff35\uff24 ",
+    "e\u0301",
+    "\x1b[31mred\x1b[0m",
+    "\x00",
+    "\x07",
+    "\x0b",
+    "\x0c",
+    "\x7f",
+    "\x85",
+    "\u2028",
+    "\ufeff",
+    "\u00a0",
+    "\x9d",
+    "\ud83d",
+    "na\u00efve ",
+    "\u00c2\u00a0",
+    "\t",
+]
+
+
+def plain_normalize(text: str) -> str:
+    """normalize_text as the plain sequence of its substitutions, without shortcuts."""
+    text = ftfy.fix_text(text, normalization="NFC")
+    text = re.sub(r"\r\n?|[\u2028\u2029\x85]", "\n", text)
+    text = re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\ufeff]", "", text)
+    text = re.sub(r"[^\S\n\t]+", " ", text)
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return unicodedata.normalize("NFC", text.strip())
+
+
+def test_shortcuts_change_nothing():
+    rng = random.Random(1)
+    pieces = [*FTFY_PIECES, " ", "  ", "   ", "\t", " \t ", "\n\n\n", " \n", "\t\n", "\u3000"]
+    for _ in range(1000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 30)))
+        assert normalize_text(text) == plain_normalize(text), repr(text)
+        ascii_text = "".join(c for c in text if c.isascii())
+        assert normalize_text(ascii_text) == plain_normalize(ascii_text), repr(ascii_text)
+
+
+def test_mojibake_repair_equals_ftfy_on_every_line():
+    rng = random.Random(0)
+    for _ in range(1000):
+        text = "".join(rng.choice(FTFY_PIECES) for _ in range(rng.randrange(1, 30)))
+        assert repair_mojibake(text) == ftfy.fix_text(text, normalization="NFC"), repr(text)
 
 
 def test_text_comes_out_nfc():

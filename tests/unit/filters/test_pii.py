@@ -1,5 +1,8 @@
 """PII redaction vectors: what must become a placeholder, and what must stay."""
 
+import random
+import re
+
 import pytest
 
 from lmforge.pipeline.filters.pii import PIIConfig, PIIRedactor, luhn_valid
@@ -68,3 +71,17 @@ def test_each_type_can_be_switched_off():
     text = "Mail a@b.org from 10.0.0.1"
     redacted, _ = PIIRedactor(PIIConfig(email=False)).redact(text)
     assert redacted == "Mail a@b.org from <IP_ADDRESS>"
+
+
+def test_the_cheap_searches_before_each_pattern_change_nothing():
+    rng = random.Random(0)
+    pieces = ["call ", "+44 20 7946 0958", "555-123-4567", "(555) 123-4567", "4111 1111 1111 1111",
+              "10.0.0.1", "1.2.3", "fe80::1", "a::b", "12:30:45", "x@y.org", " ", ".", ":", "-",
+              "2019", "+", "(", ")", "5", "12", "123", "ab"]  # fmt: skip
+    redactor = PIIRedactor()
+    unfiltered = PIIRedactor()
+    anything = re.compile("")
+    unfiltered._rules = [(kind, anything, *rest) for kind, _, *rest in unfiltered._rules]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 12)))
+        assert redactor.redact(text) == unfiltered.redact(text), repr(text)
