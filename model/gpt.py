@@ -10,7 +10,10 @@ and feed the prompt once, then one token per step; position ids continue from th
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
@@ -24,6 +27,15 @@ from lmforge.model.kv_cache import KVCache
 from lmforge.model.positions import position_encoding
 
 INIT_STD = 0.02  # GPT-2's initializer range (a project choice: no seed gives an init, B14)
+ParamsContext = Callable[[list[nn.Parameter]], AbstractContextManager]
+
+
+def _as_they_are(params: list[nn.Parameter]) -> AbstractContextManager:
+    return contextlib.nullcontext()
+
+
+def _present(bias: nn.Parameter | None) -> list[nn.Parameter]:
+    return [] if bias is None else [bias]
 
 
 class GPT(nn.Module):
@@ -52,25 +64,33 @@ class GPT(nn.Module):
         return cls(cfg if isinstance(cfg, ModelConfig) else ModelConfig.from_dict(cfg))
 
     @torch.no_grad()
-    def reset_parameters(self) -> None:
+    def reset_parameters(self, gathered: ParamsContext = _as_they_are) -> None:
         """GPT-2 init: N(0, 0.02) weights, zero biases, residual projections scaled by
-        1/sqrt(2 * n_layer) (two residual branches per block). Uses torch's global RNG."""
+        1/sqrt(2 * n_layer) (two residual branches per block). Uses torch's global RNG.
+
+        gathered: a context in which the listed parameters are whole, for a model whose
+        parameters are partitioned as they are built (DeepSpeed ZeRO-3's `zero.Init`); each
+        module's are gathered in turn, so no process ever holds every parameter."""
         for name, module in self.named_modules():
             tied_head = name == "lm_head" and self.config.tie_weights
             if isinstance(module, nn.Linear) and not tied_head:
-                nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+                with gathered([module.weight, *_present(module.bias)]):
+                    nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
+                    if module.bias is not None:
+                        nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
+                with gathered([module.weight]):
+                    nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
             elif isinstance(module, nn.LayerNorm):
-                nn.init.ones_(module.weight)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+                with gathered([module.weight, *_present(module.bias)]):
+                    nn.init.ones_(module.weight)
+                    if module.bias is not None:
+                        nn.init.zeros_(module.bias)
         residual_std = INIT_STD / math.sqrt(2 * self.config.n_layer)
         for block in self.blocks:
-            nn.init.normal_(block.attn.c_proj.weight, mean=0.0, std=residual_std)
-            nn.init.normal_(block.mlp.c_proj.weight, mean=0.0, std=residual_std)
+            for weight in (block.attn.c_proj.weight, block.mlp.c_proj.weight):
+                with gathered([weight]):
+                    nn.init.normal_(weight, mean=0.0, std=residual_std)
 
     def hidden_states(
         self,

@@ -43,15 +43,31 @@ def build_optimizer(model: GPT, cfg: TrainConfig, device: torch.device) -> torch
     )
 
 
+def build_model(model_cfg: ModelConfig, ds_config: dict, device: torch.device) -> GPT:
+    """GPT with its initial weights; under ZeRO-3 partitioned as it is built.
+
+    ZeRO-3 builds it under `deepspeed.zero.Init`: each module's parameters are split across the
+    ranks as soon as the module exists, so no rank ever holds the whole model. GPT's own init
+    then runs module by module with that module's parameters gathered, drawing the same random
+    numbers as on one process (same seed, same weights at every stage).
+    """
+    if ds_config["zero_optimization"]["stage"] != 3:
+        model = GPT(model_cfg)
+        return model.to(device) if device.type == "cuda" else model
+    with deepspeed.zero.Init(config_dict_or_path=ds_config):
+        model = GPT(model_cfg)  # its init, run on empty partitions here, draws nothing
+    model.reset_parameters(
+        gathered=lambda params: deepspeed.zero.GatheredParameters(params, modifier_rank=0)
+    )
+    return model
+
+
 def build_engine(model_cfg: ModelConfig, cfg: TrainConfig, world_size: int, device: torch.device):
     """GPT + AdamW in a DeepSpeed engine (seed torch first: the init uses its global RNG)."""
-    model = GPT(model_cfg)
-    if device.type == "cuda":
-        model = model.to(device)
+    ds_config = deepspeed_config(cfg, world_size)
+    model = build_model(model_cfg, ds_config, device)
     engine, *_ = deepspeed.initialize(
-        model=model,
-        optimizer=build_optimizer(model, cfg, device),
-        config=deepspeed_config(cfg, world_size),
+        model=model, optimizer=build_optimizer(model, cfg, device), config=ds_config
     )
     if engine.zero_optimization_stage() == 0 and world_size == 1:
         # One worker has nothing to average: skip DeepSpeed's flatten/all-reduce/copy-back of
