@@ -54,6 +54,8 @@ def build_model(model_cfg: ModelConfig, ds_config: dict, device: torch.device) -
     if ds_config["zero_optimization"]["stage"] != 3:
         model = GPT(model_cfg)
         return model.to(device) if device.type == "cuda" else model
+    if not deepspeed.comm.is_initialized():  # zero.Init reads the world size from it
+        deepspeed.init_distributed(dist_backend=dist.get_backend())
     with deepspeed.zero.Init(config_dict_or_path=ds_config):
         model = GPT(model_cfg)  # its init, run on empty partitions here, draws nothing
     model.reset_parameters(
