@@ -55,13 +55,19 @@ def _save(root, step: int, world: int) -> str:
     """A checkpoint of `world` ranks at `step`, published as the saver publishes it."""
     store, full = LocalStore(str(root)), _full(step)
     pending = store.begin(step)
-    shards = [
-        write_rank_shard(lambda n: store.open_output(pending, n), r, world, _fragments(full, r, world))
-        for r in range(world)
-    ]
+
+    def opener(name):
+        return store.open_output(pending, name)
+
+    shards = [write_rank_shard(opener, r, world, _fragments(full, r, world)) for r in range(world)]
     state = ckpt.TrainerState(
-        step=step, adam_step=step, sampler_position=8 * step, tokens_seen=0, seed=0,
-        n_windows=10, world_size=world,
+        step=step,
+        adam_step=step,
+        sampler_position=8 * step,
+        tokens_seen=0,
+        seed=0,
+        n_windows=10,
+        world_size=world,
     )
     texts = {ckpt.STATE_FILE: state.to_json(), LAYOUT_FILE: layout_json(SHAPES, shards, 3)}
     files = {n: meta for s in shards for n, meta in s.files.items()}
@@ -147,6 +153,11 @@ def test_a_checkpoint_being_written_is_invisible_until_its_marker(tmp_path):
 
 def _state_of(step: int) -> ckpt.TrainerState:
     return ckpt.TrainerState(
-        step=step, adam_step=step, sampler_position=0, tokens_seen=0, seed=0, n_windows=1,
+        step=step,
+        adam_step=step,
+        sampler_position=0,
+        tokens_seen=0,
+        seed=0,
+        n_windows=1,
         world_size=1,
     )
