@@ -20,7 +20,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from lmforge.model.config import ModelConfig
 from lmforge.model.hf_export import stream_export_hf
 from lmforge.model.weights import stream_model_dir, weight_shapes
-from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
+from lmforge.pipeline.proc_stats import reset_peak_rss, rss_bytes, task_peak_rss_bytes
 from lmforge.pipeline.training import checkpoint as ckpt
 from lmforge.pipeline.training.checkpoint_store import open_store
 from lmforge.pipeline.training.shard_format import LAYOUT_FILE, Layout, numel_of
@@ -36,7 +36,8 @@ class HFExport:
     """Where and with what the Hugging Face export is written."""
 
     out_dir: str
-    tokenizer_dir: str
+    tokenizer_dir: str | None
+    """Its tokenizer files are copied beside the weights (None: weights and config only)."""
     eos_token_id: int | None
 
 
@@ -50,7 +51,8 @@ def export_checkpoint(
     location: str, model_cfg: ModelConfig, model_dir: str, hf: HFExport | None = None
 ) -> dict:
     """Write `model_dir` (and the HF export) from the checkpoint at `location`, in a Ray task
-    on this node; returns {"export_format", "export_peak_rss_bytes"}."""
+    on this node; returns {"export_format", "export_rss_rise_bytes"} (the task's peak resident
+    memory above what it held when it started)."""
     here = ray.get_runtime_context().get_node_id()
     task = _export.options(
         num_cpus=1,
@@ -62,14 +64,18 @@ def export_checkpoint(
 
 @ray.remote(max_retries=0)
 def _export(location: str, model_cfg: ModelConfig, model_dir: str, hf: HFExport | None) -> dict:
+    before = rss_bytes() or 0
     reset_peak_rss()  # a reused worker's earlier peaks do not count
-    return write_exports(location, model_cfg, model_dir, hf)
+    export_format = write_exports(location, model_cfg, model_dir, hf)
+    rise = max(0, task_peak_rss_bytes() - before)
+    return {"export_format": export_format, "export_rss_rise_bytes": rise}
 
 
 def write_exports(
     location: str, model_cfg: ModelConfig, model_dir: str, hf: HFExport | None
-) -> dict:
-    """The task's work, in this process: fetch and check the model shards, stream them out."""
+) -> str | None:
+    """The task's work, in this process: fetch and check the model shards, stream them out;
+    returns the HF export's format (None without one)."""
     store = open_store(location.rstrip("/").rsplit("/", 1)[0])
     try:
         directory, layout = _fetch_model_shards(store, location)
@@ -91,7 +97,7 @@ def write_exports(
                 export_format = result.format
     finally:
         store.release(EXPORTER)
-    return {"export_format": export_format, "export_peak_rss_bytes": task_peak_rss_bytes()}
+    return export_format
 
 
 def _fetch_model_shards(store, location: str) -> tuple[Path, Layout]:

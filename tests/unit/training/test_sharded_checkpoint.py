@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 from safetensors import safe_open
+from sharded_checkpoints import SHAPES, fragments, full_tensors, save_sharded
 
 from lmforge.pipeline.training import checkpoint as ckpt
 from lmforge.pipeline.training.checkpoint_store import LocalStore
@@ -16,62 +17,13 @@ from lmforge.pipeline.training.resume import choose_checkpoint
 from lmforge.pipeline.training.shard_format import (
     LAYOUT_FILE,
     Layout,
-    layout_json,
     shard_names,
     write_rank_shard,
 )
-from lmforge.pipeline.training.zero_shards import Fragment
-
-SHAPES = {"w": (5, 7), "b": (7,)}
-MOMENTS = ("exp_avg", "exp_avg_sq")
-
-
-def _full(step: int) -> dict[str, torch.Tensor]:
-    """Every tensor of a checkpoint at `step`, distinct values everywhere."""
-    out = {}
-    for i, (name, shape) in enumerate(SHAPES.items()):
-        values = torch.arange(torch.Size(shape).numel(), dtype=torch.float32).reshape(shape)
-        out[name] = values + 1000 * step + 100 * i
-        for j, moment in enumerate(MOMENTS):
-            out[f"{moment}/{name}"] = out[name] * (j + 2)
-    return out
-
-
-def _fragments(full: dict, rank: int, world: int) -> list[Fragment]:
-    """Rank `rank`'s ZeRO-3-like ranges: ceil(numel / world) elements from rank * that."""
-    fragments = []
-    for name, shape in SHAPES.items():
-        numel = torch.Size(shape).numel()
-        share = -(-numel // world)
-        start = min(rank * share, numel)
-        end = min(start + share, numel)
-        keys = {"param": name, **{m: f"{m}/{name}" for m in MOMENTS}}
-        views = {k: full[key].reshape(-1)[start:end] for k, key in keys.items()}
-        fragments.append(Fragment(name, shape, start, views))
-    return fragments
 
 
 def _save(root, step: int, world: int) -> str:
-    """A checkpoint of `world` ranks at `step`, published as the saver publishes it."""
-    store, full = LocalStore(str(root)), _full(step)
-    pending = store.begin(step)
-
-    def opener(name):
-        return store.open_output(pending, name)
-
-    shards = [write_rank_shard(opener, r, world, _fragments(full, r, world)) for r in range(world)]
-    state = ckpt.TrainerState(
-        step=step,
-        adam_step=step,
-        sampler_position=8 * step,
-        tokens_seen=0,
-        seed=0,
-        n_windows=10,
-        world_size=world,
-    )
-    texts = {ckpt.STATE_FILE: state.to_json(), LAYOUT_FILE: layout_json(SHAPES, shards, 3)}
-    files = {n: meta for s in shards for n, meta in s.files.items()}
-    return store.publish(pending, step, texts, files, keep=3)
+    return save_sharded(LocalStore(str(root)), step, world)
 
 
 def test_each_rank_writes_its_ranges_and_the_marker_lists_every_shard(tmp_path):
@@ -82,7 +34,7 @@ def test_each_rank_writes_its_ranges_and_the_marker_lists_every_shard(tmp_path):
     assert ckpt.verify_checkpoint(path) is None
     with safe_open(str(tmp_path / "step_000004" / shard_names(1, 3)[0]), "pt") as f:
         assert f.get_tensor("w").shape == (12,)  # rank 1 of 3 holds w's elements 12..23
-        assert torch.equal(f.get_tensor("w"), _full(4)["w"].reshape(-1)[12:24])
+        assert torch.equal(f.get_tensor("w"), full_tensors(4)["w"].reshape(-1)[12:24])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000004"]
 
 
@@ -95,12 +47,12 @@ def test_any_range_reads_back_from_the_shards_that_hold_it(tmp_path, start, nume
     assert len(layout.files_for({"w": (11, 3)}, optimizer=True)) == 4  # crosses ranks 0 and 1
     with layout.reader(directory) as read:
         for key in ("w", "exp_avg_sq/w"):
-            expected = _full(2)[key].reshape(-1)[start : start + numel]
+            expected = full_tensors(2)[key].reshape(-1)[start : start + numel]
             assert torch.equal(read(key, start, numel), expected)
 
 
 def test_a_consolidated_checkpoint_reads_through_the_same_layout(tmp_path):
-    full = _full(5)
+    full = full_tensors(5)
     params = {n: full[n] for n in SHAPES}
     moments = {k: v for k, v in full.items() if "/" in k}
     path = ckpt.write_checkpoint(tmp_path, params, moments, _state_of(5))
@@ -145,8 +97,8 @@ def test_a_checkpoint_being_written_is_invisible_until_its_marker(tmp_path):
     _save(tmp_path, 4, world=2)
     store = LocalStore(str(tmp_path))
     pending = store.begin(8)
-    full = _full(8)
-    write_rank_shard(lambda n: store.open_output(pending, n), 0, 2, _fragments(full, 0, 2))
+    full = full_tensors(8)
+    write_rank_shard(lambda n: store.open_output(pending, n), 0, 2, fragments(full, 0, 2))
     assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == ["step_000004"]
     assert ckpt.latest_valid_checkpoint(tmp_path).name == "step_000004"
 
