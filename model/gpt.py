@@ -10,11 +10,8 @@ and feed the prompt once, then one token per step; position ids continue from th
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable
-from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -27,15 +24,24 @@ from lmforge.model.kv_cache import KVCache
 from lmforge.model.positions import position_encoding
 
 INIT_STD = 0.02  # GPT-2's initializer range (a project choice: no seed gives an init, B14)
-ParamsContext = Callable[[list[nn.Parameter]], AbstractContextManager]
 
 
-def _as_they_are(params: list[nn.Parameter]) -> AbstractContextManager:
-    return contextlib.nullcontext()
+class ParamInit(Protocol):
+    """How `GPT.reset_parameters` sets a parameter: in place here, or straight into the
+    partitions of a model whose parameters are split across processes (ZeRO-3)."""
+
+    def normal_(self, param: nn.Parameter, std: float) -> None: ...
+    def fill_(self, param: nn.Parameter, value: float) -> None: ...
 
 
-def _present(bias: nn.Parameter | None) -> list[nn.Parameter]:
-    return [] if bias is None else [bias]
+class InPlaceInit:
+    """`nn.init` on the whole parameter."""
+
+    def normal_(self, param: nn.Parameter, std: float) -> None:
+        nn.init.normal_(param, mean=0.0, std=std)
+
+    def fill_(self, param: nn.Parameter, value: float) -> None:
+        nn.init.constant_(param, value)
 
 
 class GPT(nn.Module):
@@ -64,33 +70,29 @@ class GPT(nn.Module):
         return cls(cfg if isinstance(cfg, ModelConfig) else ModelConfig.from_dict(cfg))
 
     @torch.no_grad()
-    def reset_parameters(self, gathered: ParamsContext = _as_they_are) -> None:
+    def reset_parameters(self, init: ParamInit | None = None) -> None:
         """GPT-2 init: N(0, 0.02) weights, zero biases, residual projections scaled by
         1/sqrt(2 * n_layer) (two residual branches per block). Uses torch's global RNG.
 
-        gathered: a context in which the listed parameters are whole, for a model whose
-        parameters are partitioned as they are built (DeepSpeed ZeRO-3's `zero.Init`); each
-        module's are gathered in turn, so no process ever holds every parameter."""
+        init: how each parameter is set (default in place; ZeRO-3 passes one that writes each
+        process's partition, drawing the same numbers)."""
+        init = init or InPlaceInit()
         for name, module in self.named_modules():
             tied_head = name == "lm_head" and self.config.tie_weights
             if isinstance(module, nn.Linear) and not tied_head:
-                with gathered([module.weight, *_present(module.bias)]):
-                    nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
-                    if module.bias is not None:
-                        nn.init.zeros_(module.bias)
+                init.normal_(module.weight, INIT_STD)
+                if module.bias is not None:
+                    init.fill_(module.bias, 0.0)
             elif isinstance(module, nn.Embedding):
-                with gathered([module.weight]):
-                    nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
+                init.normal_(module.weight, INIT_STD)
             elif isinstance(module, nn.LayerNorm):
-                with gathered([module.weight, *_present(module.bias)]):
-                    nn.init.ones_(module.weight)
-                    if module.bias is not None:
-                        nn.init.zeros_(module.bias)
+                init.fill_(module.weight, 1.0)
+                if module.bias is not None:
+                    init.fill_(module.bias, 0.0)
         residual_std = INIT_STD / math.sqrt(2 * self.config.n_layer)
         for block in self.blocks:
-            for weight in (block.attn.c_proj.weight, block.mlp.c_proj.weight):
-                with gathered([weight]):
-                    nn.init.normal_(weight, mean=0.0, std=residual_std)
+            init.normal_(block.attn.c_proj.weight, residual_std)
+            init.normal_(block.mlp.c_proj.weight, residual_std)
 
     def hidden_states(
         self,

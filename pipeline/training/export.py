@@ -79,22 +79,22 @@ def write_exports(
     store = open_store(location.rstrip("/").rsplit("/", 1)[0])
     try:
         directory, layout = _fetch_model_shards(store, location)
-        with layout.reader(directory) as read:
+        read = layout.reader(directory)
 
-            def tensor_of(name: str):
-                return read(name, 0, numel_of(layout.shapes[name])).view(layout.shapes[name])
+        def tensor_of(name: str):
+            return read(name, 0, numel_of(layout.shapes[name])).view(layout.shapes[name])
 
-            stream_model_dir(model_cfg, tensor_of, model_dir)
-            export_format = None
-            if hf is not None:
-                result = stream_export_hf(
-                    model_cfg,
-                    tensor_of,
-                    hf.out_dir,
-                    hf.tokenizer_dir,
-                    eos_token_id=hf.eos_token_id,
-                )
-                export_format = result.format
+        stream_model_dir(model_cfg, tensor_of, model_dir)
+        export_format = None
+        if hf is not None:
+            result = stream_export_hf(
+                model_cfg,
+                tensor_of,
+                hf.out_dir,
+                hf.tokenizer_dir,
+                eos_token_id=hf.eos_token_id,
+            )
+            export_format = result.format
     finally:
         store.release(EXPORTER)
     return export_format

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -174,14 +174,14 @@ class Layout:
         return [p for p in self.pieces[name] if p.start < end and start < p.start + p.numel]
 
 
-class ShardReader(ExitStack):
-    """Reads flat ranges of saved tensors from a checkpoint directory (a context manager that
-    keeps the shard files it opened until it exits)."""
+class ShardReader:
+    """Reads flat ranges of saved tensors from a checkpoint directory.
+
+    Each read opens the files it needs and closes them after: the pages it mapped are not kept
+    (an export reading every tensor in turn holds one tensor at a time, not the files)."""
 
     def __init__(self, layout: Layout, directory: Path) -> None:
-        super().__init__()
         self.layout, self.directory = layout, directory
-        self._open: dict[str, object] = {}
 
     def __call__(self, key: str, start: int, numel: int) -> torch.Tensor:
         """Elements [start, start + numel) of tensor `key` (a parameter or `<moment>/<name>`)."""
@@ -190,16 +190,10 @@ class ShardReader(ExitStack):
         for piece in self.layout._overlapping(name, start, numel):
             lo, hi = max(start, piece.start), min(start + numel, piece.start + piece.numel)
             file = self.layout.optimizer_file[piece.file] if moment else piece.file
-            stored = self._handle(file).get_slice(key)
-            out[lo - start : hi - start] = _flat_range(stored, lo - piece.start, hi - piece.start)
+            with safe_open(str(self.directory / file), framework="pt") as f:
+                part = _flat_range(f.get_slice(key), lo - piece.start, hi - piece.start)
+            out[lo - start : hi - start] = part
         return out
-
-    def _handle(self, file: str):
-        if file not in self._open:
-            self._open[file] = self.enter_context(
-                safe_open(str(self.directory / file), framework="pt")
-            )
-        return self._open[file]
 
 
 def _flat_range(stored, lo: int, hi: int) -> torch.Tensor:

@@ -22,6 +22,7 @@ from lmforge.model.gpt import GPT
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.deepspeed_config import deepspeed_config
 from lmforge.pipeline.training.step_times import StepTimes, time_gradient_reduction
+from lmforge.pipeline.training.zero3_init import PartitionInit
 from lmforge.pipeline.training.zero_state import base_optimizer, ensure_adam_state
 
 
@@ -47,9 +48,10 @@ def build_model(model_cfg: ModelConfig, ds_config: dict, device: torch.device) -
     """GPT with its initial weights; under ZeRO-3 partitioned as it is built.
 
     ZeRO-3 builds it under `deepspeed.zero.Init`: each module's parameters are split across the
-    ranks as soon as the module exists, so no rank ever holds the whole model. GPT's own init
-    then runs module by module with that module's parameters gathered, drawing the same random
-    numbers as on one process (same seed, same weights at every stage).
+    ranks as soon as the module exists, so no rank ever holds the whole model, and GPT's init
+    then writes each rank's partitions directly (`zero3_init`): on CPU the same weights as on
+    one process for the same seed. (On a GPU, zero.Init builds the modules there, whose default
+    init draws from the GPU's generator: ZeRO-3's initial weights differ from other stages'.)
     """
     if ds_config["zero_optimization"]["stage"] != 3:
         model = GPT(model_cfg)
@@ -58,9 +60,7 @@ def build_model(model_cfg: ModelConfig, ds_config: dict, device: torch.device) -
         deepspeed.init_distributed(dist_backend=dist.get_backend())
     with deepspeed.zero.Init(config_dict_or_path=ds_config):
         model = GPT(model_cfg)  # its init, run on empty partitions here, draws nothing
-    model.reset_parameters(
-        gathered=lambda params: deepspeed.zero.GatheredParameters(params, modifier_rank=0)
-    )
+    model.reset_parameters(PartitionInit(dist.get_rank()))
     return model
 
 

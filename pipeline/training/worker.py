@@ -262,8 +262,10 @@ class WorkerRun:
         try:
             check_resumable(chosen, self.job.model, self.cfg, len(self.dataset))
             check_layout(chosen, full_shapes(self.engine))
-            with chosen.layout.reader(chosen.directory) as read:
-                restore_local(self.engine, read, self.rank, state.adam_step)
+            read = chosen.layout.reader(chosen.directory)
+            restore_local(self.engine, read, self.rank, state.adam_step)
+        except ckpt.CheckpointError:
+            raise
         except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
             raise ckpt.CheckpointError(
                 f"checkpoint {chosen.path} is marked complete but cannot be loaded: {exc}. "

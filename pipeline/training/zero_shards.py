@@ -71,7 +71,7 @@ def local_fragments(engine, rank: int, world: int) -> list[Fragment]:
     fragments = []
     for name, p in named_parameters(engine):
         if stage == 3:
-            start, numel = _zero3_range(p, rank)
+            start, numel = zero3_range(p, rank)
             views = {"param": safe_get_local_fp32_param(p)}
             views |= {k: safe_get_local_optimizer_state(p, k) for k in ADAM_MOMENTS}
             views = {k: v.reshape(-1)[:numel] for k, v in views.items()}
@@ -99,7 +99,7 @@ def needed_ranges(engine, rank: int) -> dict[str, tuple[int, int]]:
     ranges = {}
     for name, p in named_parameters(engine):
         if stage == 3:
-            ranges[name] = _zero3_range(p, rank)
+            ranges[name] = zero3_range(p, rank)
         elif stage in (1, 2):
             if p._hp_mapping is not None:
                 address = p._hp_mapping.lp_fragment_address
@@ -145,7 +145,7 @@ def restore_local(engine, read: Reader, rank: int, adam_step: int) -> None:
         state["step"].fill_(adam_step)
 
 
-def _zero3_range(p, rank: int) -> tuple[int, int]:
+def zero3_range(p, rank: int) -> tuple[int, int]:
     """ZeRO-3's partition of `p` on `rank`: ceil(numel / world) elements, the last one short."""
     share = p.ds_tensor.ds_numel
     start = min(rank * share, p.ds_numel)

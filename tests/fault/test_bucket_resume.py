@@ -22,9 +22,7 @@ def ray_with_bucket(s3, monkeypatch):
     env, client = s3
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    ray.init(
-        address="local", num_cpus=2, include_dashboard=False, runtime_env={"env_vars": env}
-    )
+    ray.init(address="local", num_cpus=2, include_dashboard=False, runtime_env={"env_vars": env})
     yield client
     ray.shutdown()
 

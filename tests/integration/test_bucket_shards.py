@@ -76,9 +76,9 @@ def test_two_ranks_on_one_node_fetch_only_their_shards_each_into_its_own_directo
     stores[0].release(0)
     assert not rank_staging(ROOT, 0).exists()
     assert set(shard_names(1, 2)) <= {p.name for p in fetched[1].iterdir()}, "rank 1's stay"
-    with Layout.of(fetched[1]).reader(fetched[1]) as read:
-        expected = full_tensors(4)["exp_avg/w"].reshape(-1)[18:]
-        assert torch.equal(read("exp_avg/w", 18, w_numel - 18), expected)
+    read = Layout.of(fetched[1]).reader(fetched[1])
+    expected = full_tensors(4)["exp_avg/w"].reshape(-1)[18:]
+    assert torch.equal(read("exp_avg/w", 18, w_numel - 18), expected)
 
 
 def test_a_shard_corrupted_in_the_bucket_is_found_on_download_and_named(bucket):

@@ -20,6 +20,7 @@ from lmforge.pipeline.training.shard_format import (
     shard_names,
     write_rank_shard,
 )
+from lmforge.pipeline.training.zero3_init import normal_range
 
 
 def _save(root, step: int, world: int) -> str:
@@ -45,10 +46,10 @@ def test_any_range_reads_back_from_the_shards_that_hold_it(tmp_path, start, nume
     layout = Layout.of(directory)
     assert layout.files_for({"w": (10, 2)}, optimizer=False) == {shard_names(0, 3)[0]}
     assert len(layout.files_for({"w": (11, 3)}, optimizer=True)) == 4  # crosses ranks 0 and 1
-    with layout.reader(directory) as read:
-        for key in ("w", "exp_avg_sq/w"):
-            expected = full_tensors(2)[key].reshape(-1)[start : start + numel]
-            assert torch.equal(read(key, start, numel), expected)
+    read = layout.reader(directory)
+    for key in ("w", "exp_avg_sq/w"):
+        expected = full_tensors(2)[key].reshape(-1)[start : start + numel]
+        assert torch.equal(read(key, start, numel), expected)
 
 
 def test_a_consolidated_checkpoint_reads_through_the_same_layout(tmp_path):
@@ -58,9 +59,9 @@ def test_a_consolidated_checkpoint_reads_through_the_same_layout(tmp_path):
     path = ckpt.write_checkpoint(tmp_path, params, moments, _state_of(5))
     layout = Layout.of(path)
     assert layout.shapes == SHAPES
-    with layout.reader(path) as read:
-        assert torch.equal(read("w", 6, 20), full["w"].reshape(-1)[6:26])  # rows 0-3 of [5, 7]
-        assert torch.equal(read("exp_avg/b", 0, 7), full["exp_avg/b"])
+    read = layout.reader(path)
+    assert torch.equal(read("w", 6, 20), full["w"].reshape(-1)[6:26])  # rows 0-3 of [5, 7]
+    assert torch.equal(read("exp_avg/b", 0, 7), full["exp_avg/b"])
 
 
 def test_a_corrupted_shard_is_skipped_with_a_warning_naming_it(tmp_path):
@@ -113,3 +114,17 @@ def _state_of(step: int) -> ckpt.TrainerState:
         n_windows=1,
         world_size=1,
     )
+
+
+@pytest.mark.parametrize(
+    ("numel", "chunk"), [(1000, 48), (1003, 48), (1009, 16), (40, 64), (9, 16)]
+)
+def test_a_partition_drawn_in_chunks_has_the_numbers_of_one_normal_draw(numel, chunk):
+    torch.manual_seed(3)
+    whole = torch.empty(numel).normal_(0.0, 0.02)
+    after_whole = torch.rand(3)
+    for start, count in [(0, numel), (numel // 3, numel // 3), (numel - 5, 5)]:
+        torch.manual_seed(3)
+        part = normal_range(numel, 0.02, start, count, chunk)
+        assert torch.equal(part, whole[start : start + count])
+        assert torch.equal(torch.rand(3), after_whole), "the RNG moved on as for the whole draw"

@@ -62,8 +62,8 @@ def test_a_saved_shard_resumes_exactly_under_another_zero_stage(tmp_path, saved_
     ranges = needed_ranges(fresh, 0)
     chosen = choose_checkpoint(str(tmp_path), 0, 1, ranges)
     assert chosen.state.adam_step == 3 and chosen.layout.shapes["wte.weight"] == (50, 32)
-    with chosen.layout.reader(chosen.directory) as read:
-        restore_local(fresh, read, 0, chosen.state.adam_step)
+    read = chosen.layout.reader(chosen.directory)
+    restore_local(fresh, read, 0, chosen.state.adam_step)
     # other stages sum in another order: 1e-5, as in test_zero_state
     assert _train(fresh_step, range(3, 6)) == pytest.approx(uninterrupted, rel=1e-5)
 
