@@ -44,6 +44,22 @@ class InPlaceInit:
         nn.init.constant_(param, value)
 
 
+def _tied_head(wte: nn.Embedding, cfg: ModelConfig) -> nn.Linear:
+    """The unembedding as a Linear holding the token embedding's own tensor.
+
+    Built as a 1x1 Linear whose weight is then replaced, so no |V| x d weight is allocated only
+    to be dropped (for a ZeRO-3 model built partitioned, that tensor would be the largest thing
+    any rank holds). The random numbers nn.Linear's default init draws for a |V| x d weight are
+    drawn all the same, a chunk at a time, so a seed gives the weights it always gave."""
+    head = nn.Linear(1, 1, bias=False)  # its default init draws one uniform number
+    head.in_features, head.out_features = cfg.d_model, cfg.vocab_size
+    head.weight = wte.weight
+    left = cfg.d_model * cfg.vocab_size - 1
+    for start in range(0, left, 1 << 20):
+        torch.empty(min(1 << 20, left - start)).uniform_()  # one draw per element, in order
+    return head
+
+
 class GPT(nn.Module):
     """GPT-style transformer LM; `forward(idx, targets)` returns (logits, mean cross-entropy)."""
 
@@ -59,9 +75,10 @@ class GPT(nn.Module):
             if cfg.norm == "pre"
             else None
         )
-        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)  # unembedding
         if cfg.tie_weights:
-            self.lm_head.weight = self.wte.weight  # one tensor: u = h E^T
+            self.lm_head = _tied_head(self.wte, cfg)  # one tensor: u = h E^T
+        else:
+            self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)  # unembedding
         self.reset_parameters()
 
     @classmethod

@@ -22,11 +22,12 @@ CHUNK = 1 << 20
 
 
 def normal_range(
-    numel: int, std: float, start: int, count: int, chunk: int = CHUNK
+    numel: int, std: float, start: int, out: torch.Tensor, chunk: int = CHUNK
 ) -> torch.Tensor:
-    """Elements [start, start + count) of `torch.empty(numel).normal_(0, std)`, drawing the
-    whole stream (the RNG advances as for the whole tensor) but holding one chunk at a time."""
-    out = torch.empty(count)
+    """Fill the 1-D `out` with elements [start, start + len(out)) of
+    `torch.empty(numel).normal_(0, std)`, drawing the whole stream (the RNG advances as for the
+    whole tensor) but holding one chunk at a time; returns `out`."""
+    count = out.numel()
     for lo, hi in _chunks(numel, chunk):
         values = torch.empty(hi - lo).normal_(0.0, std)
         a, b = max(lo, start), min(hi, start + count)
@@ -50,8 +51,7 @@ class PartitionInit:
 
     def normal_(self, param: nn.Parameter, std: float) -> None:
         start, count = zero3_range(param, self.rank)
-        values = normal_range(param.ds_numel, std, start, count)
-        param.ds_tensor.data.reshape(-1)[:count].copy_(values)
+        normal_range(param.ds_numel, std, start, param.ds_tensor.data.reshape(-1)[:count])
 
     def fill_(self, param: nn.Parameter, value: float) -> None:
         _, count = zero3_range(param, self.rank)
