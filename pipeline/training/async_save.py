@@ -4,9 +4,10 @@
 one is in flight), rank 0 opens the new checkpoint's directory (`begin`) and tells the others,
 and every rank copies its own part of the parameters and AdamW moments to CPU memory: training
 pauses for that copy only. A background thread per rank then writes the rank's two shards
-(hashed as they are written); the ranks' threads exchange what they wrote over a gloo process
-group of their own (the training's collectives never wait for them), and rank 0's thread
-publishes the checkpoint: layout, trainer state, and the `COMPLETE` marker last, then prunes.
+(hashed as they are written; hashing and writing release the GIL, so the training thread keeps
+running); the ranks' threads exchange what they wrote over a gloo process group of their own
+(the training's collectives never wait for them), and rank 0's thread publishes the checkpoint:
+layout, trainer state, and the `COMPLETE` marker last, then prunes.
 Every thread learns the outcome, so `wait()` on any rank returns once the checkpoint is
 published, with its location, or raises the error of whichever rank failed.
 """
@@ -84,6 +85,11 @@ class CheckpointSaver:
             daemon=True,
         )
         self._thread.start()
+
+    @property
+    def in_flight(self) -> bool:
+        """True while this rank's writer is still at work on a save."""
+        return self._thread is not None and self._thread.is_alive()
 
     def wait(self) -> Published | None:
         """Block until the save in flight is published; the newest published checkpoint."""
