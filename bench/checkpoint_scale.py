@@ -23,7 +23,8 @@ fp32 weights); `zero3_setup_rss_over_weights` (the peak RSS rise per rank while 
 is built, over the full fp32 weights) and `zero3_engine_rss_over_weights` (the whole engine
 set-up, which adds the rank's fp32 master partition and AdamW moments: 2 x 0.5 + 0.5 of the
 weights on two ranks, by design); `worker_cpu_s` (CPU seconds of both workers);
-`ray_train_copy_bytes` (what Ray Train copies of the final checkpoint). Each `today_*` key holds
+`export_cpu_s` (CPU seconds of the export process); `ray_train_copy_bytes` (what Ray Train copies
+of the final checkpoint). Each `today_*` key holds
 the gathered figure.
 
     .venv/bin/python bench/checkpoint_scale.py [--size full|small]
@@ -84,6 +85,7 @@ TRAIN = TrainConfig(
     warmup_steps=0, cpus_per_worker=1,
 )  # fmt: skip
 WORLD = 2
+CPU = torch.device("cpu")
 MB = 1 << 20
 MAX_OVERLAP = 20
 """Training steps at most while an asynchronous save is in flight (then it is waited for)."""
@@ -93,160 +95,130 @@ their median, taken around the saves (other work on a shared machine moves it)."
 
 
 class Phase:
-    """Peak RSS rise and wall time of a block of work in this process."""
+    """Peak RSS rise, wall time and CPU time of a block of work in this process."""
 
     def __enter__(self) -> Phase:
         self.before = rss_bytes() or 0
         reset_peak_rss()
-        self.start = time.perf_counter()
+        self.start, self.cpu_start = time.perf_counter(), time.process_time()
         return self
 
     def __exit__(self, *exc) -> None:
         self.seconds = time.perf_counter() - self.start
+        self.cpu_s = time.process_time() - self.cpu_start
         self.rise = max(0, task_peak_rss_bytes() - self.before)
 
 
 def worker(rank: int, port: int, mode: str, size: str, root: str) -> None:
     """One training rank: set up, train, save, resume; writes its figures as JSON."""
-
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank))
     os.environ.update(WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-    contender = (TodayContender if mode == "today" else ShardedContender)(
-        rank, SIZES[size], Path(root)
-    )
-    figures = contender.run()
+    hashed = _count_hashing()
+    torch.manual_seed(0)
+    ds_config = deepspeed_config(TRAIN, WORLD)
+    model_cfg = SIZES[size]
+    with Phase() as engine_setup:
+        with Phase() as model_setup:  # today: whole on every rank (build_engine before zero.Init)
+            model = GPT(model_cfg) if mode == "today" else build_model(model_cfg, ds_config, CPU)
+        engine, *_ = deepspeed.initialize(
+            model=model, optimizer=build_optimizer(model, TRAIN, CPU), config=ds_config
+        )
+        ensure_adam_state(engine)
+        del model
+    step = _trainer(engine)
+    for i in range(2):
+        step(i)
+    checkpoints = Path(root) / f"{mode}-checkpoints"
+    run = _today if mode == "today" else _sharded
+    figures = run(engine, rank, checkpoints, step, hashed)
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    figures["cpu_s"] = usage.ru_utime + usage.ru_stime
+    figures |= {
+        "model_rise": model_setup.rise,
+        "engine_rise": engine_setup.rise,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+    }
     (Path(root) / f"{mode}-rank{rank}.json").write_text(json.dumps(figures))
     dist.destroy_process_group()
 
 
-class TodayContender:
-    """The gathered path: full model per rank, full state gathered, one consolidated file."""
-
-    def __init__(self, rank: int, model: ModelConfig, root: Path) -> None:
-        self.rank, self.model, self.root = rank, model, root
-        self.checkpoints = root / "today-checkpoints"
-
-    def run(self) -> dict:
-
-        hashed = _count_hashing(ckpt)
-        torch.manual_seed(0)
-        with Phase() as engine_setup:
-            with Phase() as model_setup:
-                model = GPT(self.model)  # whole on every rank: build_engine before zero.Init
-            engine, *_ = deepspeed.initialize(
-                model=model,
-                optimizer=build_optimizer(model, TRAIN, torch.device("cpu")),
-                config=deepspeed_config(TRAIN, WORLD),
-            )
-            ensure_adam_state(engine)
-            del model
-        step = _trainer(engine)
-        for i in range(2):
-            step(i)
-        with Phase() as save:
-            params, moments = gather_full_state(engine)
-            if self.rank == 0:
-                state = _state(2)
-                remote_checkpoints.save(str(self.checkpoints), params, moments, state, keep=1)
-            del params, moments
-            dist.barrier()
-        hashed_in_save = hashed["bytes"]
-        written = sum(p.stat().st_size for p in (self.checkpoints / "step_000002").iterdir())
-        with Phase() as load:
-            loaded = ckpt.load_checkpoint(self.checkpoints / "step_000002")
-            restore_full_state(engine, loaded.params, loaded.moments, 2)
-            del loaded
-        return {
-            "model_rise": model_setup.rise,
-            "engine_rise": engine_setup.rise,
-            "save_rise": save.rise,
-            "save_s": save.seconds,
-            "written": written if self.rank == 0 else 0,
-            "hashed": hashed_in_save,
-            "reread": hashed_in_save,
-            "load_rise": load.rise,
-            "location": str(self.checkpoints / "step_000002"),
-        }
+def _today(engine, rank: int, checkpoints: Path, step, hashed: dict) -> dict:
+    """Gather the full state on every rank, rank 0 writes it; every rank reads it all back."""
+    with Phase() as save:
+        params, moments = gather_full_state(engine)
+        if rank == 0:
+            remote_checkpoints.save(str(checkpoints), params, moments, _state(2), keep=1)
+        del params, moments
+        dist.barrier()
+    reread_in_save = hashed["bytes"]
+    location = checkpoints / "step_000002"
+    with Phase() as load:
+        loaded = ckpt.load_checkpoint(location)
+        restore_full_state(engine, loaded.params, loaded.moments, 2)
+        del loaded
+    written = sum(p.stat().st_size for p in location.iterdir()) if rank == 0 else 0
+    return {
+        "save_rise": save.rise,
+        "save_s": save.seconds,
+        "written": written,
+        "hashed": reread_in_save,  # rank 0 hashes by reading the files back
+        "reread": reread_in_save,
+        "load_rise": load.rise,
+        "location": str(location),
+    }
 
 
-class ShardedContender:
-    """This project now: zero.Init, own shards hashed as written, async save, own ranges."""
-
-    def __init__(self, rank: int, model: ModelConfig, root: Path) -> None:
-        self.rank, self.model, self.root = rank, model, root
-        self.checkpoints = root / "sharded-checkpoints"
-
-    def run(self) -> dict:
-
-        hashed = _count_hashing(checkpoint_store)
-        torch.manual_seed(0)
-        with Phase() as engine_setup:
-            with Phase() as model_setup:
-                model = build_model(self.model, deepspeed_config(TRAIN, WORLD), torch.device("cpu"))
-            engine, *_ = deepspeed.initialize(
-                model=model,
-                optimizer=build_optimizer(model, TRAIN, torch.device("cpu")),
-                config=deepspeed_config(TRAIN, WORLD),
-            )
-            ensure_adam_state(engine)  # what build_engine does, timed in two parts
-            del model
-        step = _trainer(engine)
-        saver = CheckpointSaver(engine, str(self.checkpoints), self.rank, WORLD, keep=2)
-        for i in range(2):
-            step(i)
-        with Phase() as save:
-            saver.save(_state(2))
-            published = saver.wait()
-        reread_in_save = hashed["bytes"]
-        listed = checkpoint_store.LocalStore(str(self.checkpoints)).listed(published.location)
-        written = sum(meta["bytes"] for meta in listed.values())
-        base, windows = [_timed(step, 2 + i) for i in range(BASE_STEPS)], []
-        for window in range(WINDOWS):  # base steps, a save and the steps it overlaps, ...
-            windows.append(_async_window(saver, step, 100 * (window + 1)))
-            base += [_timed(step, 100 * (window + 1) + 50 + i) for i in range(BASE_STEPS)]
-        baseline = statistics.median(base)
-        stall = statistics.median((s - k * baseline) / save.seconds for s, k in windows)
-        with Phase() as load:
-            ranges = needed_ranges(engine, self.rank)
-            chosen = choose_checkpoint(str(self.checkpoints), self.rank, WORLD, ranges)
-            read = chosen.layout.reader(chosen.directory)
-            restore_local(engine, read, self.rank, chosen.state.adam_step)
-        return {
-            "model_rise": model_setup.rise,
-            "engine_rise": engine_setup.rise,
-            "save_rise": save.rise,
-            "save_s": save.seconds,
-            "written": written if self.rank == 0 else 0,  # every rank's files, counted once
-            "hashed": written + reread_in_save if self.rank == 0 else reread_in_save,
-            "reread": reread_in_save,
-            "stall": stall,
-            "overlap_steps": [k for _, k in windows],
-            "step_s": baseline,
-            "overlapped_s": [s for s, _ in windows],
-            "load_rise": load.rise,
-            "location": saver.wait().location,
-        }
+def _sharded(engine, rank: int, checkpoints: Path, step, hashed: dict) -> dict:
+    """Each rank saves its shard (once synchronously, then asynchronously while training) and
+    reads back only its ranges."""
+    saver = CheckpointSaver(engine, str(checkpoints), rank, WORLD, keep=2)
+    with Phase() as save:
+        saver.save(_state(2))
+        published = saver.wait()
+    reread_in_save = hashed["bytes"]
+    listed = checkpoint_store.LocalStore(str(checkpoints)).listed(published.location)
+    written = sum(meta["bytes"] for meta in listed.values()) if rank == 0 else 0
+    base, windows = [_timed(step, 2 + i) for i in range(BASE_STEPS)], []
+    for window in range(WINDOWS):  # base steps, a save and the steps it overlaps, ...
+        windows.append(_async_window(saver, step, 100 * (window + 1)))
+        base += [_timed(step, 100 * (window + 1) + 50 + i) for i in range(BASE_STEPS)]
+    baseline = statistics.median(base)
+    with Phase() as load:
+        ranges = needed_ranges(engine, rank)
+        chosen = choose_checkpoint(str(checkpoints), rank, WORLD, ranges)
+        restore_local(engine, chosen.layout.reader(chosen.directory), rank, 2)
+    return {
+        "save_rise": save.rise,
+        "save_s": save.seconds,
+        "written": written,  # every rank's files, counted once; the writers hash as they write
+        "hashed": written + reread_in_save,
+        "reread": reread_in_save,
+        "stall": statistics.median((s - k * baseline) / save.seconds for s, k in windows),
+        "overlap_steps": [k for _, k in windows],
+        "overlapped_s": [round(s, 2) for s, _ in windows],
+        "step_s": baseline,
+        "load_rise": load.rise,
+        "location": saver.wait().location,
+    }
 
 
-def _count_hashing(module) -> dict:
-    """Count the bytes `module.file_sha256` reads back to hash them."""
+def _count_hashing() -> dict:
+    """Count the bytes that `file_sha256` reads back to hash them, wherever checkpoints call it."""
     counter = {"bytes": 0}
-    real = module.file_sha256
+    for module in (ckpt, checkpoint_store):
+        real = module.file_sha256
 
-    def counting(path, *args, **kwargs):
-        counter["bytes"] += Path(path).stat().st_size
-        return real(path, *args, **kwargs)
+        def counting(path, *args, real=real, **kwargs):
+            counter["bytes"] += Path(path).stat().st_size
+            return real(path, *args, **kwargs)
 
-    module.file_sha256 = counting
+        module.file_sha256 = counting
     return counter
 
 
 def _trainer(engine):
-    train_step = TrainStep(engine, TRAIN, torch.device("cpu"), WORLD)
+    train_step = TrainStep(engine, TRAIN, CPU, WORLD)
     vocab, block = engine.module.config.vocab_size, engine.module.config.block_size
 
     def step(i: int) -> float:
@@ -312,18 +284,18 @@ def export_today(location: str, out: str, size: str) -> None:
         del model
         export_hf(load_model_dir(Path(out) / "model"), Path(out) / "hf")
         del loaded
-    print(json.dumps({"rise": export.rise}))
+    print(json.dumps({"rise": export.rise, "cpu_s": export.cpu_s}))
 
 
-def export_sharded(location: str, size: str, out: Path) -> int:
-    """The export task of the pretrain stage, on a local Ray; its RSS rise."""
+def export_sharded(location: str, size: str, out: Path) -> tuple[int, float]:
+    """The export task of the pretrain stage, on a local Ray: its RSS rise and CPU seconds."""
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     try:
         hf = HFExport(out_dir=str(out / "hf"), tokenizer_dir=None, eos_token_id=None)
         result = export_checkpoint(location, SIZES[size], str(out / "model"), hf)
     finally:
         ray.shutdown()
-    return result["export_rss_rise_bytes"]
+    return result["export_rss_rise_bytes"], result["export_cpu_s"]
 
 
 def main() -> None:
@@ -347,7 +319,7 @@ def main() -> None:
             [*command, today[0]["location"], str(root / "today-export")],
             check=True, capture_output=True, text=True,
         )  # fmt: skip
-        today_export = json.loads(proc.stdout.strip().splitlines()[-1])["rise"]
+        today_export = json.loads(proc.stdout.strip().splitlines()[-1])
         sharded_export = export_sharded(sharded[0]["location"], args.size, root / "export")
         ray_copy_today = sum(p.stat().st_size for p in Path(today[0]["location"]).iterdir())
     figures = {
@@ -360,7 +332,11 @@ def main() -> None:
         "hash_reread_mb": [sum(r["reread"] for r in rows) / MB for rows in (today, sharded)],
         "async_stall_share": [1.0, max(r["stall"] for r in sharded)],
         "load_rss_rise_mb": [max(r["load_rise"] for r in rows) / MB for rows in (today, sharded)],
-        "export_peak_rss_over_weights": [today_export / weights, sharded_export / weights],
+        "export_peak_rss_over_weights": [
+            today_export["rise"] / weights,
+            sharded_export[0] / weights,
+        ],
+        "export_cpu_s": [today_export["cpu_s"], sharded_export[1]],
         "zero3_setup_rss_over_weights": [
             max(r["model_rise"] for r in rows) / weights for rows in (today, sharded)
         ],

@@ -1,8 +1,10 @@
 """Training checkpoints on disk: written atomically, verified before use, world-size independent.
 
     <root>/step_000123/
-        model.safetensors      full fp32 parameters by name
-        optimizer.safetensors  AdamW moments: exp_avg/<name>, exp_avg_sq/<name>
+        model-*.safetensors, optimizer-*.safetensors, layout.json   each rank's shard (sharded:
+                               see `shard_format`, written by `async_save`), or
+        model.safetensors      full fp32 parameters by name           (consolidated, written by
+        optimizer.safetensors  AdamW moments: exp_avg/<name>, ...      `write_checkpoint`)
         trainer_state.json     step, AdamW step, sampler position, tokens seen, loss history, ...
         COMPLETE               written last: size and sha256 of every other file
 

@@ -11,6 +11,7 @@ writer reaches it, and dropped once written.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,8 +52,8 @@ def export_checkpoint(
     location: str, model_cfg: ModelConfig, model_dir: str, hf: HFExport | None = None
 ) -> dict:
     """Write `model_dir` (and the HF export) from the checkpoint at `location`, in a Ray task
-    on this node; returns {"export_format", "export_rss_rise_bytes"} (the task's peak resident
-    memory above what it held when it started)."""
+    on this node; returns {"export_format", "export_rss_rise_bytes" (the task's peak resident
+    memory above what it held when it started), "export_cpu_s"}."""
     here = ray.get_runtime_context().get_node_id()
     task = _export.options(
         num_cpus=1,
@@ -64,11 +65,14 @@ def export_checkpoint(
 
 @ray.remote(max_retries=0)
 def _export(location: str, model_cfg: ModelConfig, model_dir: str, hf: HFExport | None) -> dict:
-    before = rss_bytes() or 0
+    before, cpu = rss_bytes() or 0, time.process_time()
     reset_peak_rss()  # a reused worker's earlier peaks do not count
     export_format = write_exports(location, model_cfg, model_dir, hf)
-    rise = max(0, task_peak_rss_bytes() - before)
-    return {"export_format": export_format, "export_rss_rise_bytes": rise}
+    return {
+        "export_format": export_format,
+        "export_rss_rise_bytes": max(0, task_peak_rss_bytes() - before),
+        "export_cpu_s": time.process_time() - cpu,
+    }
 
 
 def write_exports(
