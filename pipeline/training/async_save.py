@@ -64,6 +64,8 @@ class CheckpointSaver:
         self.published: Published | None = None
         """The newest checkpoint published (or resumed from) by this run."""
         self._thread: threading.Thread | None = None
+        self._staged: list[Fragment] | None = None
+        """The copy of this rank's part that the writer thread writes."""
         self._outcome: Published | str | None = None
 
     def save(self, state: ckpt.TrainerState) -> None:
@@ -71,16 +73,15 @@ class CheckpointSaver:
         self.wait()
         pending = self.store.begin(state.step) if self.rank == 0 else None
         pending = broadcast_from_rank0(pending, self.world, group=None)
-        staged = stage_fragments(local_fragments(self.engine, self.rank, self.world))
+        self._staged = stage_fragments(local_fragments(self.engine, self.rank, self.world))
         texts = {}
         if self.rank == 0:
             state = dataclasses.replace(state, adam_step=adam_step(self.engine))
-            state.losses = list(state.losses)
             texts[ckpt.STATE_FILE] = state.to_json()
         shapes = full_shapes(self.engine)
         self._thread = threading.Thread(
             target=self._write,
-            args=(pending, state.step, staged, texts, shapes, self._midway(state.step)),
+            args=(pending, state.step, texts, shapes, self._midway(state.step)),
             name=f"checkpoint-writer-{state.step}",
             daemon=True,
         )
@@ -101,10 +102,9 @@ class CheckpointSaver:
             self.published = outcome
         return self.published
 
-    def _write(self, pending, step, staged, texts, shapes, midway) -> None:
+    def _write(self, pending, step, texts, shapes, midway) -> None:
         try:
-            mine: RankShard | str = self._write_shard(pending, staged, midway)
-            del staged
+            mine: RankShard | str = self._write_shard(pending, midway)
             shards = all_gather(mine, self.world, self.group)
             outcome = (
                 self._publish(pending, step, shards, texts, shapes) if self.rank == 0 else None
@@ -113,7 +113,8 @@ class CheckpointSaver:
         except Exception as exc:  # a peer died mid-exchange: the save fails on this rank too
             self._outcome = f"rank {self.rank}: {exc}"
 
-    def _write_shard(self, pending: str, staged: list[Fragment], midway) -> RankShard | str:
+    def _write_shard(self, pending: str, midway) -> RankShard | str:
+        staged, self._staged = self._staged, None  # freed once written, before publishing
         try:
             opener = functools.partial(self.store.open_output, pending)
             return write_rank_shard(opener, self.rank, self.world, staged, midway)

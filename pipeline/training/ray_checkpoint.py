@@ -32,6 +32,7 @@ def report_final(metrics: dict, rank: int, step: int, location: str) -> None:
             metrics,
             checkpoint=Checkpoint.from_directory(tmp),
             checkpoint_dir_name=step_dir_name(step),
+            delete_local_checkpoint_after_upload=False,  # the temporary directory goes itself
         )
 
 

@@ -7,6 +7,8 @@ in tests/fault/test_sharded_checkpoints.py.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -18,6 +20,7 @@ from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.resume import choose_checkpoint
 from lmforge.pipeline.training.train_step import TrainStep, build_engine
 from lmforge.pipeline.training.zero_shards import needed_ranges, restore_local
+from lmforge.pipeline.training.zero_state import adam_step, gather_full_state
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("world_of_one")]
 
@@ -65,6 +68,21 @@ def test_a_saved_shard_resumes_exactly_under_another_zero_stage(tmp_path, saved_
     read = chosen.layout.reader(chosen.directory)
     restore_local(fresh, read, 0, chosen.state.adam_step)
     # other stages sum in another order: 1e-5, as in test_zero_state
+    assert _train(fresh_step, range(3, 6)) == pytest.approx(uninterrupted, rel=1e-5)
+
+
+def test_a_checkpoint_of_the_consolidated_format_resumes_through_the_same_reader(tmp_path):
+    engine, step_fn = _engine(2, seed=0)
+    _train(step_fn, range(3))
+    params, moments = gather_full_state(engine)
+    state = dataclasses.replace(_state(3), adam_step=adam_step(engine))
+    ckpt.write_checkpoint(tmp_path, params, moments, state)
+    uninterrupted = _train(step_fn, range(3, 6))
+
+    fresh, fresh_step = _engine(3, seed=1)
+    chosen = choose_checkpoint(str(tmp_path), 0, 1, needed_ranges(fresh, 0))
+    assert {p.name for p in chosen.directory.iterdir()} >= {ckpt.MODEL_FILE, ckpt.OPTIMIZER_FILE}
+    restore_local(fresh, chosen.layout.reader(chosen.directory), 0, chosen.state.adam_step)
     assert _train(fresh_step, range(3, 6)) == pytest.approx(uninterrupted, rel=1e-5)
 
 
