@@ -69,7 +69,8 @@ class LocalStore:
     def publish(self, pending: str, step: int, texts: dict[str, str], files: dict, keep: int):
         directory = self.root / pending
         for name, text in texts.items():
-            (directory / name).write_text(text)
+            with self.open_output(pending, name) as out:
+                out.write(text.encode())
         listed = files | {name: sha256_of(text) for name, text in texts.items()}
         ckpt.write_marker(directory, ckpt.marker_text(listed))
         fsync_dir(directory)
