@@ -11,7 +11,7 @@ and feed the prompt once, then one token per step; position ids continue from th
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +24,40 @@ from lmforge.model.kv_cache import KVCache
 from lmforge.model.positions import position_encoding
 
 INIT_STD = 0.02  # GPT-2's initializer range (a project choice: no seed gives an init, B14)
+
+
+class ParamInit(Protocol):
+    """How `GPT.reset_parameters` sets a parameter: in place here, or straight into the
+    partitions of a model whose parameters are split across processes (ZeRO-3)."""
+
+    def normal_(self, param: nn.Parameter, std: float) -> None: ...
+    def fill_(self, param: nn.Parameter, value: float) -> None: ...
+
+
+class InPlaceInit:
+    """`nn.init` on the whole parameter."""
+
+    def normal_(self, param: nn.Parameter, std: float) -> None:
+        nn.init.normal_(param, mean=0.0, std=std)
+
+    def fill_(self, param: nn.Parameter, value: float) -> None:
+        nn.init.constant_(param, value)
+
+
+def _tied_head(wte: nn.Embedding, cfg: ModelConfig) -> nn.Linear:
+    """The unembedding as a Linear holding the token embedding's own tensor.
+
+    Built as a 1x1 Linear whose weight is then replaced, so no |V| x d weight is allocated only
+    to be dropped (for a ZeRO-3 model built partitioned, that tensor would be the largest thing
+    any rank holds). The random numbers nn.Linear's default init draws for a |V| x d weight are
+    drawn all the same, a chunk at a time, so a seed gives the weights it always gave."""
+    head = nn.Linear(1, 1, bias=False)  # its default init draws one uniform number
+    head.in_features, head.out_features = cfg.d_model, cfg.vocab_size
+    head.weight = wte.weight
+    left = cfg.d_model * cfg.vocab_size - 1
+    for start in range(0, left, 1 << 20):
+        torch.empty(min(1 << 20, left - start)).uniform_()  # one draw per element, in order
+    return head
 
 
 class GPT(nn.Module):
@@ -41,9 +75,10 @@ class GPT(nn.Module):
             if cfg.norm == "pre"
             else None
         )
-        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)  # unembedding
         if cfg.tie_weights:
-            self.lm_head.weight = self.wte.weight  # one tensor: u = h E^T
+            self.lm_head = _tied_head(self.wte, cfg)  # one tensor: u = h E^T
+        else:
+            self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)  # unembedding
         self.reset_parameters()
 
     @classmethod
@@ -52,25 +87,29 @@ class GPT(nn.Module):
         return cls(cfg if isinstance(cfg, ModelConfig) else ModelConfig.from_dict(cfg))
 
     @torch.no_grad()
-    def reset_parameters(self) -> None:
+    def reset_parameters(self, init: ParamInit | None = None) -> None:
         """GPT-2 init: N(0, 0.02) weights, zero biases, residual projections scaled by
-        1/sqrt(2 * n_layer) (two residual branches per block). Uses torch's global RNG."""
+        1/sqrt(2 * n_layer) (two residual branches per block). Uses torch's global RNG.
+
+        init: how each parameter is set (default in place; ZeRO-3 passes one that writes each
+        process's partition, drawing the same numbers)."""
+        init = init or InPlaceInit()
         for name, module in self.named_modules():
             tied_head = name == "lm_head" and self.config.tie_weights
             if isinstance(module, nn.Linear) and not tied_head:
-                nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
+                init.normal_(module.weight, INIT_STD)
                 if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+                    init.fill_(module.bias, 0.0)
             elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
+                init.normal_(module.weight, INIT_STD)
             elif isinstance(module, nn.LayerNorm):
-                nn.init.ones_(module.weight)
+                init.fill_(module.weight, 1.0)
                 if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+                    init.fill_(module.bias, 0.0)
         residual_std = INIT_STD / math.sqrt(2 * self.config.n_layer)
         for block in self.blocks:
-            nn.init.normal_(block.attn.c_proj.weight, mean=0.0, std=residual_std)
-            nn.init.normal_(block.mlp.c_proj.weight, mean=0.0, std=residual_std)
+            init.normal_(block.attn.c_proj.weight, residual_std)
+            init.normal_(block.mlp.c_proj.weight, residual_std)
 
     def hidden_states(
         self,

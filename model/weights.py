@@ -1,17 +1,22 @@
 """Model weights as safetensors, and a model directory (weights + config.json) that rebuilds a GPT.
 
 A tied LM head is one tensor, so it is stored once (as `wte.weight`) and re-tied on load.
+`stream_model_dir` writes the same directory without a model in memory: it asks for one tensor
+at a time by name (from a sharded training checkpoint, say).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
+import torch
 from safetensors.torch import load_file, save_file
 
 from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
+from lmforge.model.safetensors_stream import TensorSpec, write_safetensors
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -64,6 +69,32 @@ def save_model_dir(model: GPT, out_dir: str | Path) -> Path:
     save_weights(model, out_dir / WEIGHTS_FILE)
     (out_dir / CONFIG_FILE).write_text(json.dumps(model.config.to_dict(), indent=2) + "\n")
     return out_dir
+
+
+def stream_model_dir(
+    cfg: ModelConfig, tensor_of: Callable[[str], torch.Tensor], out_dir: str | Path
+) -> Path:
+    """Write the directory `save_model_dir` writes, asking `tensor_of(name)` for one parameter
+    at a time (full fp32 values by parameter name), so only that tensor is held in memory."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    specs = [
+        TensorSpec(name, torch.float32, shape, lambda name=name: tensor_of(name))
+        for name, shape in weight_shapes(cfg).items()
+    ]
+    with open(out_dir / WEIGHTS_FILE, "wb") as out:
+        write_safetensors(out, specs, metadata={"format": "pt"})
+    (out_dir / CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+    return out_dir
+
+
+def weight_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every tensor `save_weights` writes for this config (no memory used)."""
+    with torch.device("meta"):
+        shapes = {name: tuple(t.shape) for name, t in GPT(cfg).state_dict().items()}
+    if cfg.tie_weights:
+        shapes.pop(TIED_KEY, None)
+    return shapes
 
 
 def load_model_dir(model_dir: str | Path) -> GPT:

@@ -19,6 +19,11 @@ def peak_rss_bytes(pid: int | str = "self") -> int | None:
     return _field(Path(f"/proc/{pid}/status"), "VmHWM:", 1024)
 
 
+def rss_bytes(pid: int | str = "self") -> int | None:
+    """`VmRSS` of /proc/PID/status: the resident set size now."""
+    return _field(Path(f"/proc/{pid}/status"), "VmRSS:", 1024)
+
+
 def _field(path: Path, name: str, unit: int) -> int | None:
     try:
         for line in path.read_text().splitlines():

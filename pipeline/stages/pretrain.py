@@ -71,9 +71,8 @@ def lineage_key(ctx: StageContext) -> str:
     num_cpus=0,  # it drives Ray Train workers, which hold the CPUs
 )
 def pretrain(ctx: StageContext) -> dict:
-    from lmforge.model.hf_export import export_hf
-    from lmforge.model.weights import load_model_dir
     from lmforge.pipeline.training.driver import run_pretraining
+    from lmforge.pipeline.training.export import HFExport
     from lmforge.tokenizer.convention import eot_id
     from lmforge.tokenizer.io import load_tokenizer
 
@@ -90,16 +89,16 @@ def pretrain(ctx: StageContext) -> dict:
         storage_path=ctx.shared_location("ray_storage"),
         tracking_uri=ctx.tracking_uri,
         mlflow_run_id=ctx.mlflow_run_id,
-    )
-    model = load_model_dir(ctx.out_dir / "model")
-    export = export_hf(
-        model, ctx.out_dir / "hf", str(ctx.input("train_tokenizer")), eos_token_id=eot_id(tok)
+        hf_export=HFExport(
+            out_dir=str(ctx.out_dir / "hf"),
+            tokenizer_dir=str(ctx.input("train_tokenizer")),
+            eos_token_id=eot_id(tok),
+        ),
     )
     (ctx.out_dir / "training_summary.json").write_text(json.dumps(summary, indent=2, default=str))
     result = {
         k: v for k, v in summary.items() if isinstance(v, int | float | str) and k != "model_dir"
     }
-    result["export_format"] = export.format
     if ctx.tracking_uri and ctx.mlflow_run_id:
         from lmforge.pipeline.stages.mlflow_model import log_text_generator
 

@@ -8,9 +8,15 @@ Read in this order:
 - `sampler`: which windows each worker reads (one global order, independent of world size);
   `sample_index`: that order built once on disk and memory-mapped (the `sample_index` stage);
   `prefetch`: the next steps' windows read in a background thread;
-- `checkpoint`: atomic, verified, world-size-independent checkpoints; `resume`: which one to use;
-- `zero_state`: the full parameters and AdamW moments of an engine at any ZeRO stage;
+- `async_save`: every rank saves its own shard in the background, rank 0 publishes;
+  `zero_shards`: a rank's ranges of the parameters and AdamW moments at any ZeRO stage, and
+  restoring them; `shard_format`: the shard files and `layout.json`; `checkpoint_store`: a
+  directory or a bucket; `checkpoint`: markers, verification, pruning (and the consolidated
+  format); `resume`: which checkpoint to continue from, checked by every rank;
+- `export`: the final model and HF export streamed out of the shards in a Ray task;
+  `ray_checkpoint`: the pointer Ray Train keeps; `zero3_init`: GPT's init into ZeRO-3 partitions;
+- `zero_state`: the full parameters and AdamW moments of an engine (the consolidated format);
 - `deepspeed_config`: conf/deepspeed/zeroN.json filled from the train config;
 - `mfu`, `progress`: MFU, tokens/s, ETA and the MLflow metrics; `step_times`: where step time
-  goes; `fault`: fault injection.
+  goes; `fault`: fault injection; `collectives`: small objects exchanged between ranks.
 """

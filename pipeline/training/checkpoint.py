@@ -1,8 +1,10 @@
 """Training checkpoints on disk: written atomically, verified before use, world-size independent.
 
     <root>/step_000123/
-        model.safetensors      full fp32 parameters by name
-        optimizer.safetensors  AdamW moments: exp_avg/<name>, exp_avg_sq/<name>
+        model-*.safetensors, optimizer-*.safetensors, layout.json   each rank's shard (sharded:
+                               see `shard_format`, written by `async_save`), or
+        model.safetensors      full fp32 parameters by name           (consolidated, written by
+        optimizer.safetensors  AdamW moments: exp_avg/<name>, ...      `write_checkpoint`)
         trainer_state.json     step, AdamW step, sampler position, tokens seen, loss history, ...
         COMPLETE               written last: size and sha256 of every other file
 
@@ -43,6 +45,9 @@ MARKER = "COMPLETE"
 MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "trainer_state.json"
+LAYOUT_FILE = "layout.json"
+"""Present in a sharded checkpoint (see `shard_format`): where each rank's shards hold what."""
+CONSOLIDATED_FILES = (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE)
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 SWAP_COPY = re.compile(r"^\.step_(\d+)\.swap-[0-9a-f]+$")
 """A complete copy of a step held aside while that step is rewritten (here or in a bucket)."""
@@ -119,7 +124,7 @@ def write_checkpoint(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _move_into_place(tmp, final)
+    move_into_place(tmp, final)
     return final
 
 
@@ -128,7 +133,7 @@ def swap_copy_name(name: str) -> str:
     return f".{name}.swap-{uuid.uuid4().hex[:8]}"
 
 
-def _move_into_place(new: Path, final: Path) -> None:
+def move_into_place(new: Path, final: Path) -> None:
     """Rename `new` to `final`; an older `final` is set aside first and deleted only after.
 
     If the swap fails, the older copy is put back; if the process dies during it, the set-aside
@@ -171,7 +176,10 @@ def verify_checkpoint(path: str | Path, *, hashes: bool = True) -> str | None:
 def marker_problem(marker: str | None, sizes: dict[str, int]) -> str | None:
     """Why files of these sizes (name -> bytes) do not make a checkpoint with this marker text.
 
-    None when the marker exists, lists the three files, and every file it lists has its size.
+    None when the marker exists, lists the files of its format (the three files of a
+    consolidated checkpoint, or the trainer state and the layout of a sharded one: the layout
+    names the shards, and `shard_format.Layout` checks they are listed), and every file it
+    lists has its size.
     """
     if marker is None:
         return f"incomplete: no {MARKER} marker"
@@ -180,7 +188,8 @@ def marker_problem(marker: str | None, sizes: dict[str, int]) -> str | None:
         listed = {name: int(meta["bytes"]) for name, meta in expected.items()}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         return f"corrupt: unreadable {MARKER} marker ({exc})"
-    for name in (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE):
+    required = (STATE_FILE, LAYOUT_FILE) if LAYOUT_FILE in listed else CONSOLIDATED_FILES
+    for name in required:
         if name not in listed:
             return f"corrupt: {MARKER} does not list {name}"
     for name, size in listed.items():
@@ -262,14 +271,24 @@ def prune_checkpoints(root: str | Path, keep: int) -> list[Path]:
     return removed
 
 
+def marker_text(files: dict[str, dict]) -> str:
+    """The text of a `COMPLETE` marker listing files (name -> {"bytes": n, "sha256": hex})."""
+    return json.dumps({"files": dict(sorted(files.items()))}, indent=1)
+
+
 def _write_marker(directory: Path) -> None:
     files = {
         p.name: {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
         for p in sorted(directory.iterdir())
         if p.is_file()
     }
+    write_marker(directory, marker_text(files))
+
+
+def write_marker(directory: Path, text: str) -> None:
+    """Write `COMPLETE` into `directory` atomically and durably (the last file of a checkpoint)."""
     marker_tmp = directory / f".{MARKER}.tmp"
-    marker_tmp.write_text(json.dumps({"files": files}, indent=1))
+    marker_tmp.write_text(text)
     with open(marker_tmp, "rb") as f:
         os.fsync(f.fileno())
     marker_tmp.rename(directory / MARKER)

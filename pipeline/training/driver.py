@@ -3,8 +3,10 @@
 It assumes Ray is initialised. It starts a Ray Train `TorchTrainer` whose workers run
 `worker.train_loop_per_worker`, waits for it, and writes the final weights of the last checkpoint
 as a model directory in `out_dir` (model.safetensors + config.json, loadable with
-`lmforge.model.weights.load_model_dir`). The weights reach the driver through Ray Train's
-storage, so rank 0 may run on any node; the per-step losses come back in the summary.
+`lmforge.model.weights.load_model_dir`), and the Hugging Face export when asked, in a Ray task on
+this node that streams them out of the sharded checkpoint (`export`). Ray Train reports where
+that checkpoint lives, so rank 0 may run on any node; the per-step losses come back in the
+summary.
 
 Resuming is automatic: a worker failure restarts the workers from the last checkpoint reported
 to Ray Train (up to `train.max_failures` times), and a new call with the same `checkpoint_dir`
@@ -22,16 +24,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import torch
 from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchConfig, TorchTrainer
 
 from lmforge.model.config import ModelConfig
-from lmforge.model.gpt import GPT
-from lmforge.model.weights import save_model_dir
-from lmforge.pipeline.training.checkpoint import load_checkpoint
+from lmforge.pipeline.training.checkpoint import CheckpointError
 from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.export import HFExport, export_checkpoint
 from lmforge.pipeline.training.fault import FaultInjection
+from lmforge.pipeline.training.ray_checkpoint import pointed_location
 from lmforge.pipeline.training.remote_checkpoints import is_remote
 from lmforge.pipeline.training.worker import TrainingJob, train_loop_per_worker
 
@@ -53,6 +54,7 @@ def run_pretraining(
     mlflow_run_id: str | None = None,
     run_name: str | None = None,
     fault: FaultInjection | None = None,
+    hf_export: HFExport | None = None,
 ) -> dict[str, Any]:
     """Train `model_cfg` on the token shards in `data_dir` in the order of the sample index in
     `sample_index_dir`, write the final model directory into `out_dir`, and return a summary.
@@ -61,7 +63,7 @@ def run_pretraining(
         a shared path or a URI (s3://...) that every node reaches. storage_path: Ray Train's
         storage (its copies of the reported checkpoints, run state), a shared path or a URI.
         The summary holds steps, tokens, initial/final loss, the per-step losses, tokens/s
-        and MFU.
+        and MFU. hf_export: also write the Hugging Face export (its format is in the summary).
     """
     job = TrainingJob(
         model=model_cfg,
@@ -98,10 +100,12 @@ def run_pretraining(
     if result.checkpoint is None:
         raise PretrainingError("pretraining finished without reporting a checkpoint")
     summary = dict(result.metrics)
-    with result.checkpoint.as_directory() as directory:
-        loaded = load_checkpoint(directory)
-    export_model(model_cfg, loaded.params, Path(out_dir))
-    summary.update(steps=loaded.state.step, losses=loaded.state.losses, model_dir=str(out_dir))
+    location = pointed_location(result.checkpoint)
+    try:
+        exported = export_checkpoint(location, model_cfg, str(out_dir), hf_export)
+    except CheckpointError as exc:
+        raise PretrainingError(f"exporting the trained model failed: {exc}") from exc
+    summary.update(exported, model_dir=str(out_dir))
     _remove_run_dir(str(storage_path), name)
     return summary
 
@@ -143,16 +147,3 @@ def scaling_config(cfg: TrainConfig) -> ScalingConfig:
         resources_per_worker=resources,
         placement_strategy=cfg.placement_strategy,
     )
-
-
-def export_model(model_cfg: ModelConfig, params: dict[str, torch.Tensor], out_dir: Path) -> Path:
-    """Write full fp32 parameters (by name) as a model directory (`save_model_dir`)."""
-    model = GPT(model_cfg)
-    named = dict(model.named_parameters())
-    missing = sorted(set(named) - set(params))
-    if missing:
-        raise KeyError(f"the final checkpoint lacks parameters {missing}")
-    with torch.no_grad():
-        for name, p in named.items():
-            p.copy_(params[name])
-    return save_model_dir(model, out_dir)

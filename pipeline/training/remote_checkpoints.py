@@ -1,5 +1,9 @@
 """Training checkpoints under a filesystem URI every node reaches (an S3-compatible bucket).
 
+The bucket side of `checkpoint`: listing steps, marker-and-size checks, pruning, and the
+consolidated format's upload and download. Sharded checkpoints go through
+`checkpoint_store.BucketStore`, which uses this class and its staging directory.
+
 The layout and the checks are those of `checkpoint`: `<uri>/step_000123/` holds the same files,
 and `COMPLETE` is uploaded last, so a reader that sees the marker sees every file (an upload that
 died leaves a directory without it, which is skipped). Nothing renames in a bucket, so rewriting

@@ -22,6 +22,7 @@ from lmforge.model.gpt import GPT
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.deepspeed_config import deepspeed_config
 from lmforge.pipeline.training.step_times import StepTimes, time_gradient_reduction
+from lmforge.pipeline.training.zero3_init import PartitionInit
 from lmforge.pipeline.training.zero_state import base_optimizer, ensure_adam_state
 
 
@@ -46,15 +47,32 @@ def build_optimizer(model: GPT, cfg: TrainConfig, device: torch.device) -> torch
     )
 
 
+def build_model(model_cfg: ModelConfig, ds_config: dict, device: torch.device) -> GPT:
+    """GPT with its initial weights; under ZeRO-3 partitioned as it is built.
+
+    ZeRO-3 builds it under `deepspeed.zero.Init`: each module's parameters are split across the
+    ranks as soon as the module exists, so no rank ever holds the whole model, and GPT's init
+    then writes each rank's partitions directly (`zero3_init`): on CPU the same weights as on
+    one process for the same seed. (On a GPU, zero.Init builds the modules there, whose default
+    init draws from the GPU's generator: ZeRO-3's initial weights differ from other stages'.)
+    """
+    if ds_config["zero_optimization"]["stage"] != 3:
+        model = GPT(model_cfg)
+        return model.to(device) if device.type == "cuda" else model
+    if not deepspeed.comm.is_initialized():  # zero.Init reads the world size from it
+        deepspeed.init_distributed(dist_backend=dist.get_backend())
+    with deepspeed.zero.Init(config_dict_or_path=ds_config):
+        model = GPT(model_cfg)  # its init, run on empty partitions here, draws nothing
+    model.reset_parameters(PartitionInit(dist.get_rank()))
+    return model
+
+
 def build_engine(model_cfg: ModelConfig, cfg: TrainConfig, world_size: int, device: torch.device):
     """GPT + AdamW in a DeepSpeed engine (seed torch first: the init uses its global RNG)."""
-    model = GPT(model_cfg)
-    if device.type == "cuda":
-        model = model.to(device)
+    ds_config = deepspeed_config(cfg, world_size)
+    model = build_model(model_cfg, ds_config, device)
     engine, *_ = deepspeed.initialize(
-        model=model,
-        optimizer=build_optimizer(model, cfg, device),
-        config=deepspeed_config(cfg, world_size),
+        model=model, optimizer=build_optimizer(model, cfg, device), config=ds_config
     )
     if engine.zero_optimization_stage() == 0 and world_size == 1:
         # One worker has nothing to average: skip DeepSpeed's flatten/all-reduce/copy-back of

@@ -2,10 +2,11 @@
 
 Each worker seeds torch (the same init everywhere), opens the memory-mapped training split itself
 (the data never travels through Ray; only the windows it reads are paged in), builds the DeepSpeed
-engine and restores the newest checkpoint: the one Ray Train hands back after a worker failure,
-else the newest valid one in the run's checkpoint directory (an interrupted or finished run of
-the same key). Then it trains; rank 0 logs to MLflow and prints progress, and every
-`checkpoint_every` steps and at the end rank 0 writes a checkpoint that is reported to Ray Train.
+engine and restores its own part of the newest intact checkpoint in the run's checkpoint
+directory (after a worker failure, an interruption, or a finished run of the same key; see
+`resume`). Then it trains; rank 0 logs to MLflow and prints progress. Every `checkpoint_every`
+steps and at the end every worker saves its own shard in the background (`async_save`); at the
+end the final checkpoint's location is reported to Ray Train (`ray_checkpoint`).
 """
 
 from __future__ import annotations
@@ -18,26 +19,27 @@ from dataclasses import dataclass
 import numpy as np
 import ray.train
 import torch
-import torch.distributed as dist
-from ray.train import Checkpoint
 from ray.train.torch import get_device
+from safetensors import SafetensorError
 
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.proc_stats import peak_rss_bytes
 from lmforge.pipeline.training import checkpoint as ckpt
-from lmforge.pipeline.training import remote_checkpoints
+from lmforge.pipeline.training.async_save import CheckpointSaver, Published
+from lmforge.pipeline.training.collectives import all_gather
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.fault import FaultInjection
 from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
 from lmforge.pipeline.training.prefetch import BatchPrefetcher
 from lmforge.pipeline.training.progress import MlflowMetrics, ThroughputMeter, progress_line
-from lmforge.pipeline.training.resume import check_resumable, load_chosen_checkpoint
+from lmforge.pipeline.training.ray_checkpoint import report_final
+from lmforge.pipeline.training.resume import check_layout, check_resumable, choose_checkpoint
 from lmforge.pipeline.training.sample_index import open_for_run
 from lmforge.pipeline.training.sampler import WindowSampler, load_batch, max_window_offset
 from lmforge.pipeline.training.schedule import learning_rate
 from lmforge.pipeline.training.step_times import StepTimes, breakdown, data_wait_note
 from lmforge.pipeline.training.train_step import StepResult, TrainStep, build_engine, uses_bf16
-from lmforge.pipeline.training.zero_state import adam_step, gather_full_state, restore_full_state
+from lmforge.pipeline.training.zero_shards import full_shapes, needed_ranges, restore_local
 from lmforge.tokenizer.dataset import TokenDataset
 
 
@@ -91,13 +93,21 @@ class WorkerRun:
         self.job = job
         self.cfg = job.train.with_workers(self.world)
         self.device = _setup_device(self.cfg)
-        self.nodes = _all_gather(ray.get_runtime_context().get_node_id(), self.world)
+        self.nodes = all_gather(ray.get_runtime_context().get_node_id(), self.world)
         torch.manual_seed(self.cfg.seed)
         max_offset = max_window_offset(job.model.block_size, self.cfg.epoch_offsets)
         self.dataset = TokenDataset(job.data_dir, job.split, job.model.block_size, max_offset)
         self.engine = build_engine(job.model, self.cfg, self.world, self.device)
         self.times = StepTimes()
         self.train_step = TrainStep(self.engine, self.cfg, self.device, self.world, self.times)
+        self.saver = CheckpointSaver(
+            self.engine,
+            job.checkpoint_dir,
+            self.rank,
+            self.world,
+            self.cfg.keep_checkpoints,
+            job.fault,
+        )
         self.state, self.resumed_from = self._restore()
         positions = self.cfg.max_steps * self.cfg.global_batch_size
         order = open_for_run(job.sample_index_dir, self.dataset, self.cfg.seed, positions)
@@ -111,8 +121,7 @@ class WorkerRun:
         )
         self.tokens_per_step = self.cfg.global_batch_size * job.model.block_size
         self.meter = ThroughputMeter(self.tokens_per_step)
-        self.written_step: int | None = None
-        self.written_path: str | None = None
+        self.saved_step = self.resumed_from
         self.metrics_sink = None
         self.peak, self.peak_source = None, ""
         if self.rank == 0:
@@ -138,8 +147,10 @@ class WorkerRun:
         finally:
             if prefetch is not None:
                 prefetch.close()
-        if self.written_step != self.state.step:
-            self._checkpoint(final=True)
+        if self.saved_step != self.state.step:
+            self.saver.save(self.state)
+        final = self.saver.wait()
+        report_final(self._summary(final), self.rank, final.step, final.location)
 
     def _train(self, prefetch: BatchPrefetcher | None) -> None:
         cfg = self.cfg
@@ -156,14 +167,18 @@ class WorkerRun:
             lr = learning_rate(step, cfg)
             result = self.train_step(batches, lr)
             self._advance(result, position)
-            if self.job.fault is not None:
-                self.job.fault.maybe_fire(self.rank, self.state.step)
+            fault = self.job.fault
+            done = self.state.step
+            if fault is not None and not fault.during_save and fault.armed(self.rank, done):
+                self.saver.wait()  # the drill kills between saves, however fast they are
+                fault.maybe_fire(self.rank, done)
             if self.rank == 0 and cfg.log_every and self.state.step % cfg.log_every == 0:
                 with self.times.part("log"):
                     self._log(result, lr)
             if cfg.checkpoint_every and self.state.step % cfg.checkpoint_every == 0:
-                with self.times.part("checkpoint"):
-                    self._checkpoint(final=self.state.step == cfg.max_steps)
+                with self.times.part("checkpoint"):  # the copy to CPU memory; writing goes on
+                    self.saver.save(self.state)
+                    self.saved_step = self.state.step
 
     def _advance(self, result: StepResult, sampler_position: int) -> None:
         if not np.isfinite(result.loss):
@@ -207,25 +222,7 @@ class WorkerRun:
         )
         _say(f"{line} | {breakdown(times)}{data_wait_note(times)}")
 
-    def _checkpoint(self, *, final: bool) -> None:
-        """Every worker gathers the full state; rank 0 writes it; every worker reports."""
-        params, moments = gather_full_state(self.engine)
-        checkpoint, name = None, None
-        if self.rank == 0:
-            self.state.adam_step = adam_step(self.engine)
-            path, self.written_path = remote_checkpoints.save(
-                self.job.checkpoint_dir, params, moments, self.state, self.cfg.keep_checkpoints
-            )
-            checkpoint, name = Checkpoint.from_directory(str(path)), path.name
-        self.written_step = self.state.step
-        ray.train.report(
-            self._summary() if final else {"step": self.state.step, "loss": self.state.losses[-1]},
-            checkpoint=checkpoint,
-            checkpoint_dir_name=name,
-            delete_local_checkpoint_after_upload=False,
-        )
-
-    def _summary(self) -> dict:
+    def _summary(self, final: Published) -> dict:
         losses = self.state.losses
         rate = self.meter.overall_rate()
         mfu = (
@@ -235,6 +232,7 @@ class WorkerRun:
         )
         return {
             "step": self.state.step,
+            "steps": self.state.step,
             "loss": losses[-1] if losses else None,
             "initial_loss": losses[0] if losses else None,
             "final_loss": losses[-1] if losses else None,
@@ -249,14 +247,15 @@ class WorkerRun:
             "world_size": self.world,
             "worker_nodes": self.nodes,
             "resumed_from_step": self.resumed_from,
-            "checkpoint_path": self.written_path,
-            # Rank 0 writes the checkpoints: its peak (VmHWM, a fresh actor) is the largest.
+            "checkpoint_path": final.location,
+            # Rank 0 publishes the checkpoints: its peak (VmHWM, a fresh actor) is the largest.
             "worker_peak_rss_mb": round((peak_rss_bytes() or 0) / 2**20, 1),
         }
 
     def _restore(self) -> tuple[ckpt.TrainerState, int | None]:
-        loaded = load_chosen_checkpoint(self.job.checkpoint_dir, self.rank, self.world)
-        if loaded is None:
+        ranges = needed_ranges(self.engine, self.rank)
+        chosen = choose_checkpoint(self.job.checkpoint_dir, self.rank, self.world, ranges)
+        if chosen is None:
             fresh = ckpt.TrainerState(
                 step=0,
                 adam_step=0,
@@ -268,16 +267,23 @@ class WorkerRun:
                 model_config=self.job.model.to_dict(),
             )
             return fresh, None
-        state = loaded.state
-        check_resumable(loaded, self.job.model, self.cfg, len(self.dataset))
+        state = chosen.state
         try:
-            restore_full_state(self.engine, loaded.params, loaded.moments, state.adam_step)
-        except (KeyError, ValueError) as exc:
+            check_resumable(chosen, self.job.model, self.cfg, len(self.dataset))
+            check_layout(chosen, full_shapes(self.engine))
+            read = chosen.layout.reader(chosen.directory)
+            restore_local(self.engine, read, self.rank, state.adam_step)
+        except ckpt.CheckpointError:
+            raise
+        except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
             raise ckpt.CheckpointError(
-                f"checkpoint {loaded.path} is marked complete but cannot be loaded into the "
-                f"model: {exc}"
+                f"checkpoint {chosen.path} is marked complete but cannot be loaded: {exc}. "
+                "Delete that directory to resume from the previous checkpoint."
             ) from exc
+        finally:
+            self.saver.store.release(self.rank)
         state.world_size = self.world
+        self.saver.published = Published(state.step, chosen.path)
         return state, state.step
 
 
@@ -295,14 +301,6 @@ def _say(line: str) -> None:
     # Not print(): Ray Train patches it to log and echo, which shows every line twice.
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
-
-
-def _all_gather(value: str, world: int) -> list[str]:
-    if world == 1:
-        return [value]
-    out: list[str] = [""] * world
-    dist.all_gather_object(out, value)
-    return out
 
 
 def _step_seed(seed: int, step: int, rank: int) -> int:

@@ -6,47 +6,18 @@ Ray Train is tests/fault/test_resume_world_size.py.
 
 from __future__ import annotations
 
-import os
-import socket
-
 import pytest
 import torch
-import torch.distributed as dist
 
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.train_step import TrainStep, build_engine
 from lmforge.pipeline.training.zero_state import adam_step, gather_full_state, restore_full_state
 
-pytestmark = pytest.mark.slow  # DeepSpeed engines at every ZeRO stage; ZeRO-3 also patches torch
+# DeepSpeed engines at every ZeRO stage; ZeRO-3 also patches torch
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("world_of_one")]
 
 MODEL = ModelConfig(vocab_size=50, block_size=8, d_model=32, n_head=2, n_layer=2, d_ff=64)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def world_of_one():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(port),
-        "RANK": "0",
-        "WORLD_SIZE": "1",
-        "LOCAL_RANK": "0",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    linear = torch.nn.functional.linear  # a ZeRO-3 engine replaces it for the whole process
-    os.environ.update(env)
-    dist.init_process_group("gloo", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
-    torch.nn.functional.linear = linear  # or every later test's Linear runs DeepSpeed's wrapper
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
 
 
 def _engine(stage: int, seed: int, **offload):

@@ -1,0 +1,118 @@
+"""The trained model, written from the final sharded checkpoint one tensor at a time.
+
+`export_checkpoint` runs a Ray task on this node (the output directories are local to it) that
+declares the memory it needs: about one copy of the fp32 weights, never the optimizer state.
+The task fetches only the model shards (from a bucket into a staging directory of its own,
+hashed as they arrive; a local checkpoint is hashed in place), and writes `model/`
+(`model.safetensors` + `config.json`, for `lmforge.model.weights.load_model_dir`) and, when
+asked, the Hugging Face export: each tensor is assembled from its ranges in the shards when the
+writer reaches it, and dropped once written.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from lmforge.model.config import ModelConfig
+from lmforge.model.hf_export import stream_export_hf
+from lmforge.model.weights import stream_model_dir, weight_shapes
+from lmforge.pipeline.proc_stats import reset_peak_rss, rss_bytes, task_peak_rss_bytes
+from lmforge.pipeline.training import checkpoint as ckpt
+from lmforge.pipeline.training.checkpoint_store import open_store
+from lmforge.pipeline.training.shard_format import LAYOUT_FILE, Layout, numel_of
+
+EXPORTER = -1
+"""The staging slot of the export task (ranks are 0 and up)."""
+BASE_MEMORY = 1 << 30
+"""What the export process holds besides the tensors (Python, torch, transformers)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HFExport:
+    """Where and with what the Hugging Face export is written."""
+
+    out_dir: str
+    tokenizer_dir: str | None
+    """Its tokenizer files are copied beside the weights (None: weights and config only)."""
+    eos_token_id: int | None
+
+
+def export_memory(model_cfg: ModelConfig) -> int:
+    """Bytes the export task declares: 1.5x the fp32 weights and the process itself."""
+    weights = 4 * sum(numel_of(shape) for shape in weight_shapes(model_cfg).values())
+    return int(1.5 * weights) + BASE_MEMORY
+
+
+def export_checkpoint(
+    location: str, model_cfg: ModelConfig, model_dir: str, hf: HFExport | None = None
+) -> dict:
+    """Write `model_dir` (and the HF export) from the checkpoint at `location`, in a Ray task
+    on this node; returns {"export_format", "export_rss_rise_bytes" (the task's peak resident
+    memory above what it held when it started), "export_cpu_s"}."""
+    here = ray.get_runtime_context().get_node_id()
+    task = _export.options(
+        num_cpus=1,
+        memory=export_memory(model_cfg),
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False),
+    )
+    return ray.get(task.remote(location, model_cfg, model_dir, hf))
+
+
+@ray.remote(max_retries=0)
+def _export(location: str, model_cfg: ModelConfig, model_dir: str, hf: HFExport | None) -> dict:
+    before, cpu = rss_bytes() or 0, time.process_time()
+    reset_peak_rss()  # a reused worker's earlier peaks do not count
+    export_format = write_exports(location, model_cfg, model_dir, hf)
+    return {
+        "export_format": export_format,
+        "export_rss_rise_bytes": max(0, task_peak_rss_bytes() - before),
+        "export_cpu_s": time.process_time() - cpu,
+    }
+
+
+def write_exports(
+    location: str, model_cfg: ModelConfig, model_dir: str, hf: HFExport | None
+) -> str | None:
+    """The task's work, in this process: fetch and check the model shards, stream them out;
+    returns the HF export's format (None without one)."""
+    store = open_store(location.rstrip("/").rsplit("/", 1)[0])
+    try:
+        directory, layout = _fetch_model_shards(store, location)
+        read = layout.reader(directory)
+
+        def tensor_of(name: str):
+            return read(name, 0, numel_of(layout.shapes[name])).view(layout.shapes[name])
+
+        stream_model_dir(model_cfg, tensor_of, model_dir)
+        export_format = None
+        if hf is not None:
+            result = stream_export_hf(
+                model_cfg,
+                tensor_of,
+                hf.out_dir,
+                hf.tokenizer_dir,
+                eos_token_id=hf.eos_token_id,
+            )
+            export_format = result.format
+    finally:
+        store.release(EXPORTER)
+    return export_format
+
+
+def _fetch_model_shards(store, location: str) -> tuple[Path, Layout]:
+    listed = store.listed(location)
+    first = [LAYOUT_FILE if LAYOUT_FILE in listed else ckpt.MODEL_FILE]
+    directory, problem = store.fetch(location, first, EXPORTER)
+    if problem is None:
+        layout = Layout.of(directory)
+        everything = {name: (0, numel_of(shape)) for name, shape in layout.shapes.items()}
+        shards = sorted(layout.files_for(everything, optimizer=False) - set(first))
+        directory, problem = store.fetch(location, shards, EXPORTER)
+    if problem is not None:
+        raise ckpt.CheckpointError(f"the final checkpoint {location} is not usable: {problem}")
+    return directory, layout

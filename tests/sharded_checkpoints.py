@@ -1,0 +1,62 @@
+"""Sharded checkpoints written without DeepSpeed: each simulated rank holds ZeRO-3-like ranges
+of two small tensors and their AdamW moments, and the checkpoint is published as the saver
+publishes it, into a local directory or a bucket."""
+
+from __future__ import annotations
+
+import torch
+
+from lmforge.pipeline.training import checkpoint as ckpt
+from lmforge.pipeline.training.shard_format import LAYOUT_FILE, layout_json, write_rank_shard
+from lmforge.pipeline.training.zero_shards import Fragment
+
+SHAPES = {"w": (5, 7), "b": (7,)}
+MOMENTS = ("exp_avg", "exp_avg_sq")
+
+
+def full_tensors(step: int) -> dict[str, torch.Tensor]:
+    """Every tensor of a checkpoint at `step`, with distinct values everywhere."""
+    out = {}
+    for i, (name, shape) in enumerate(SHAPES.items()):
+        values = torch.arange(torch.Size(shape).numel(), dtype=torch.float32).reshape(shape)
+        out[name] = values + 1000 * step + 100 * i
+        for j, moment in enumerate(MOMENTS):
+            out[f"{moment}/{name}"] = out[name] * (j + 2)
+    return out
+
+
+def fragments(full: dict, rank: int, world: int) -> list[Fragment]:
+    """Rank `rank`'s ranges: ceil(numel / world) elements from rank * that, as under ZeRO-3."""
+    out = []
+    for name, shape in SHAPES.items():
+        numel = torch.Size(shape).numel()
+        share = -(-numel // world)
+        start = min(rank * share, numel)
+        end = min(start + share, numel)
+        keys = {"param": name, **{m: f"{m}/{name}" for m in MOMENTS}}
+        views = {k: full[key].reshape(-1)[start:end] for k, key in keys.items()}
+        out.append(Fragment(name, shape, start, views))
+    return out
+
+
+def save_sharded(store, step: int, world: int) -> str:
+    """A checkpoint of `world` ranks at `step` in `store`; returns its location."""
+    full = full_tensors(step)
+    pending = store.begin(step)
+
+    def opener(name):
+        return store.open_output(pending, name)
+
+    shards = [write_rank_shard(opener, r, world, fragments(full, r, world)) for r in range(world)]
+    state = ckpt.TrainerState(
+        step=step,
+        adam_step=step,
+        sampler_position=8 * step,
+        tokens_seen=0,
+        seed=0,
+        n_windows=10,
+        world_size=world,
+    )
+    texts = {ckpt.STATE_FILE: state.to_json(), LAYOUT_FILE: layout_json(SHAPES, shards, 3)}
+    files = {n: meta for s in shards for n, meta in s.files.items()}
+    return store.publish(pending, step, texts, files, keep=3)
