@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -19,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lmforge.pipeline.errors import ArtifactError
 from lmforge.pipeline.redaction import redact_text, redact_value
 from lmforge.pipeline.stage import StageContext, registered_stages
 from lmforge.pipeline.store import MANIFEST, open_store
+from lmforge.pipeline.store_settings import StoreSettings
 from lmforge.pipeline.tracking import RunTracker
 
 STAGES_PACKAGE = "lmforge.pipeline.stages"
@@ -41,6 +44,8 @@ class StageTask:
     store_uri: str | None
     tracking_uri: str
     mlflow_run_id: str
+    store: StoreSettings | None = None
+    """Block size and node cache (`cluster.store_block_mb`, `cluster.cache`); None: defaults."""
 
 
 def load_stages() -> dict:
@@ -53,20 +58,23 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
     """Run the stage, commit its artifact, finish its MLflow run; returns artifact and summary."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     spec = load_stages()[task.stage]
-    store = open_store(task.store_uri, Path(task.workdir))
+    settings = task.store or StoreSettings.defaults(Path(task.workdir))
+    store = open_store(task.store_uri, Path(task.workdir), settings)
     tracker = RunTracker(task.tracking_uri, task.mlflow_run_id)
     tmp = store.begin(task.stage, task.key)
     started = time.time()
     try:
-        input_dirs = {name: store.materialize(name, key) for name, key in task.input_keys.items()}
         input_manifests = {
-            name: json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-            for name, path in input_dirs.items()
+            name: _manifest(store, name, key) for name, key in task.input_keys.items()
+        }
+        inputs = {  # opened lazily: with a bucket, files are fetched as the stage reads them
+            name: store.open_input(name, key, input_manifests[name])
+            for name, key in task.input_keys.items()
         }
         ctx = StageContext(
             stage=task.stage,
             config=task.typed_config,
-            inputs=input_dirs,
+            inputs=inputs,
             input_manifests=input_manifests,
             out_dir=tmp,
             tracker=tracker,
@@ -76,6 +84,8 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             mlflow_run_id=task.mlflow_run_id,
             tracking_uri=task.tracking_uri,
             store_uri=task.store_uri,
+            output=store.output(tmp),
+            store=settings,
         )
         summary = spec.fn(ctx) or {}
         finished = time.time()
@@ -94,7 +104,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             "finished_at": finished,
             "duration_s": round(finished - started, 3),
         }
-        final = store.commit(tmp, task.stage, task.key, manifest)
+        final = store.commit(tmp, task.stage, task.key, manifest, ctx.written)
     except BaseException as exc:
         store.abort(tmp)
         try:
@@ -106,15 +116,30 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
                 "could not mark run FAILED:\n%s", traceback.format_exc()
             )
         raise
-    warning = _close_run(
-        tracker, summary, lambda: store.materialize(task.stage, task.key) / MANIFEST
-    )
+    warning = _close_run(tracker, summary, lambda: _manifest_file(store, task.stage, task.key))
     return {
         "artifact": str(final),
         "summary": summary,
         "duration_s": finished - started,
         "warning": warning,
     }
+
+
+def _manifest(store, stage: str, key: str) -> dict[str, Any]:
+    manifest = store.manifest(stage, key)
+    if manifest is None:
+        raise ArtifactError(f"{store.path(stage, key)} has no manifest: not a committed artifact")
+    return manifest
+
+
+def _manifest_file(store, stage: str, key: str) -> Path:
+    """The committed manifest as a local file named `manifest.json` (to log it to MLflow)."""
+    local = store.path(stage, key)
+    if isinstance(local, Path) and (local / MANIFEST).is_file():
+        return local / MANIFEST
+    copy = Path(tempfile.mkdtemp(prefix="lmforge-manifest-")) / MANIFEST
+    copy.write_text(json.dumps(store.manifest(stage, key), indent=2, sort_keys=True))
+    return copy
 
 
 CLOSE_RETRY_DELAYS_S = (0.5, 2.0, 5.0)
