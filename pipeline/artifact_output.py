@@ -55,6 +55,16 @@ class ArtifactOutput:
             return OutputFile(rel, self.block_bytes, _BucketObject(fs, path))
         return OutputFile(rel, self.block_bytes, _LocalFile(Path(self.location(rel))))
 
+    def holds(self, entry: dict[str, Any]) -> bool:
+        """Whether the file of an entry written earlier (by an interrupted run) is still there
+        with its size: a resumed stage trusts a finished task only if it is."""
+        where = self.location(entry["path"])
+        if not is_uri(self.root):
+            return Path(where).is_file() and Path(where).stat().st_size == entry["bytes"]
+        fs, path = filesystem(where)
+        info = fs.get_file_info(path)
+        return info.is_file and info.size == entry["bytes"]
+
     def put(self, source: str | Path, rel: str) -> dict[str, Any]:
         """Copy a local file in as `rel` (read once, hashed on the way); its manifest entry."""
         size = os.path.getsize(source)

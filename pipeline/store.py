@@ -176,9 +176,8 @@ class ArtifactStore:
         """Nothing to reach: the store is a local directory."""
 
     def abort(self, tmp: Path) -> None:
-        """Remove a temporary directory after a failure, unless its stage marked it resumable."""
-        if not _resumable(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
+        """Remove a temporary directory after a failure (only a killed run leaves one behind)."""
+        shutil.rmtree(tmp, ignore_errors=True)
 
     def sweep_temporaries(self) -> int:
         """Remove temporary directories whose owner is dead (see `temporaries`); how many."""

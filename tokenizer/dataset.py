@@ -7,6 +7,7 @@ so each shard's tail shorter than a window goes unused.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,10 +18,13 @@ from lmforge.tokenizer.shards import HEADER_SUFFIX, TokenShard, read_shard
 
 
 def find_shard_headers(source: str | Path | Sequence[str | Path], split: str) -> list[Path]:
-    """Headers of `split`'s committed shards under `source` (directories or header files)."""
-    items = [source] if isinstance(source, (str, Path)) else list(source)
+    """Headers of `split`'s committed shards under `source` (directories or header files).
+
+    A path-like object with `glob` (such as a store's lazily fetched input artifact) is used as
+    it is, so its shards' files are read through it rather than through a local copy."""
+    items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
     headers: list[Path] = []
-    for item in map(Path, items):
+    for item in (i if hasattr(i, "glob") else Path(i) for i in items):
         if item.is_dir():
             headers += sorted(item.glob(f"{split}-*{HEADER_SUFFIX}"))
         elif item.name.endswith(HEADER_SUFFIX) and item.is_file():

@@ -187,7 +187,7 @@ class TokenShard:
 
 def read_shard(header: str | Path) -> TokenShard:
     """Open a shard by its header, checking that its files match it; errors name the bad file."""
-    header = Path(header)
+    header = header if hasattr(header, "parent") else Path(header)  # a Path or a lazy path-like
     meta = _read_header(header)
     info = ShardInfo(
         header=header,
@@ -207,12 +207,21 @@ def read_shard(header: str | Path) -> TokenShard:
     tokens_path = header.parent / meta["tokens_file"]
     _check_size(tokens_path, info.n_tokens * dtype.itemsize)
     if info.n_tokens:
-        tokens = np.memmap(tokens_path, dtype=dtype, mode="r", shape=(info.n_tokens,))
+        tokens = _map_tokens(tokens_path, dtype, info.n_tokens)
     else:
         tokens = np.zeros(0, dtype=dtype)
     docs_path = header.parent / meta["docs_file"]
     doc_starts = _read_doc_starts(docs_path, info)
     return TokenShard(info=info, tokens=tokens, doc_starts=doc_starts)
+
+
+def _map_tokens(path: Path, dtype: np.dtype, n_tokens: int) -> np.ndarray:
+    """The token stream memory-mapped; a path that fetches its file on demand (one with a
+    `memmap` method, as a store's cached input) maps only the ranges that are sliced."""
+    lazy = getattr(path, "memmap", None)
+    if lazy is not None:
+        return lazy(dtype, n_tokens)
+    return np.memmap(path, dtype=dtype, mode="r", shape=(n_tokens,))
 
 
 def _read_header(header: Path) -> dict:

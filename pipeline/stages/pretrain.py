@@ -83,7 +83,9 @@ def pretrain(ctx: StageContext) -> dict:
     summary = run_pretraining(
         model_cfg=model_cfg,
         train_cfg=ctx.config.train,
-        data_dir=str(ctx.input("tokenize")),
+        # With a bucket store, an InputPath: each worker streams the token shards into its own
+        # node's cache, so the workers need no shared filesystem nor this node.
+        data_dir=ctx.input("tokenize"),
         out_dir=str(ctx.out_dir / "model"),
         checkpoint_dir=checkpoint_dir,
         storage_path=ctx.shared_location("ray_storage"),

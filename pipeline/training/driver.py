@@ -15,6 +15,7 @@ continues from its newest valid checkpoint (an interrupted run, or a finished on
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import time
@@ -44,7 +45,7 @@ def run_pretraining(
     *,
     model_cfg: ModelConfig,
     train_cfg: TrainConfig,
-    data_dir: str,
+    data_dir: str | os.PathLike,
     out_dir: str,
     checkpoint_dir: str,
     storage_path: str,
@@ -53,7 +54,8 @@ def run_pretraining(
     run_name: str | None = None,
     fault: FaultInjection | None = None,
 ) -> dict[str, Any]:
-    """Train `model_cfg` on the token shards in `data_dir`, write the final model directory into
+    """Train `model_cfg` on the token shards in `data_dir` (a directory, or a store's input
+    artifact that each worker reads through its node's cache), write the final model directory into
     `out_dir`, and return a summary of the run.
 
     checkpoint_dir: our checkpoints, kept across calls (key it by the stage's cache key);
@@ -65,7 +67,7 @@ def run_pretraining(
     job = TrainingJob(
         model=model_cfg,
         train=train_cfg,
-        data_dir=str(data_dir),
+        data_dir=str(data_dir) if isinstance(data_dir, str | Path) else data_dir,
         checkpoint_dir=checkpoint_dir
         if is_remote(checkpoint_dir)
         else str(Path(checkpoint_dir).resolve()),
