@@ -99,6 +99,7 @@ class SharedDir:
         return fs.get_file_info(where).is_file
 
     def save_array(self, path: str | Path, array: np.ndarray) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)  # a fresh node's mirror
         task_markers.save_array(path, array)
         self.publish(path)
 

@@ -159,6 +159,7 @@ def filter_unit(
     """Read `unit`, run the chain over it in batches; keep survivors and the unit's dedup index
     in the work directory, and write its exclusions into the artifact."""
     reset_peak_rss()
+    dirs.make()  # on a node that had no mirror of the work directory yet
     excluded: list[DroppedDocument] = []
     chain = build_filter_chain(cfg.filters, exclusion_sink=excluded.append)
     exact = ExactDeduplicator(cfg.dedup.exact)
@@ -242,6 +243,7 @@ def split_unit(index: int, cfg: DataConfig, dirs: CleanDirs, output: ArtifactOut
     shards near `data.shard_mb`; returns the removals by kind and each split's row groups as
     (rows, compressed bytes)."""
     reset_peak_rss()
+    dirs.make()
     removed = _removed_rows(index, dirs)
     group_bytes = max(1, int(cfg.shard_mb * 2**20 * GROUP_SHARE * TEXT_TO_ZSTD))
     writers = {

@@ -43,6 +43,7 @@ def _tokenize_shard(
         info = tokenize_partition(os.fspath(tokenizer_dir), texts(), scratch, split, index)
         files = [output.put(path, path.name) for path in sorted(Path(scratch).iterdir())]
     return {
+        "node": _node_id(),
         "split": split,
         "index": index,
         "n_tokens": info.n_tokens,
@@ -50,6 +51,12 @@ def _tokenize_shard(
         "text_bytes": text_bytes,
         "files": files,
     }
+
+
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
 
 
 @stage(
@@ -77,7 +84,7 @@ def tokenize(ctx: StageContext) -> dict:
     ]
     results = ray.get(futures)
     ctx.add_files([entry for r in results for entry in r["files"]])
-    summary: dict = {"shards": len(results)}
+    summary: dict = {"shards": len(results), "nodes": len({r["node"] for r in results})}
     for split in ("train", "val"):
         summary[f"{split}_tokens"] = sum(r["n_tokens"] for r in results if r["split"] == split)
         summary[f"{split}_docs"] = sum(r["n_docs"] for r in results if r["split"] == split)
