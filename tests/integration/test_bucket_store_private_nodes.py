@@ -24,7 +24,7 @@ import pytest
 import ray
 from bench_modules import load_bench
 from cli_runner import SHORT_TINY, lmforge, status
-from counting_s3 import reset, served
+from counting_s3 import served
 from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
