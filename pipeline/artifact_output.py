@@ -65,15 +65,20 @@ class ArtifactOutput:
         info = fs.get_file_info(path)
         return info.is_file and info.size == entry["bytes"]
 
-    def put(self, source: str | Path, rel: str) -> dict[str, Any]:
-        """Copy a local file in as `rel` (read once, hashed on the way); its manifest entry."""
-        size = os.path.getsize(source)
-        progress = TransferProgress(f"writing {rel}", size)
+    def put(
+        self, source: str | Path, rel: str, progress: TransferProgress | None = None
+    ) -> dict[str, Any]:
+        """Copy a local file in as `rel` (read once, hashed on the way); its manifest entry.
+        Counted in `progress` (a transfer of several files), else logged if large."""
+        own = progress is None
+        if own:
+            progress = TransferProgress(f"writing {self.location(rel)}", os.path.getsize(source))
         with open(source, "rb") as src, self.open(rel) as out:
             while block := src.read(COPY_CHUNK):
                 out.write(block)
                 progress.add(len(block))
-        progress.finish()
+        if own:
+            progress.finish()
         return out.entry
 
 

@@ -31,6 +31,7 @@ from lmforge.pipeline.errors import ArtifactError
 from lmforge.pipeline.file_records import block_layout
 from lmforge.pipeline.integrity import manifest_entries
 from lmforge.pipeline.node_cache import CacheConfig, CachedFile, NodeCache, RemoteFile
+from lmforge.pipeline.transfer_progress import TransferProgress
 
 FETCH_FILES_AT_ONCE = 8
 
@@ -85,8 +86,11 @@ class RemoteArtifact:
                 for rel in rels:
                     self.cached(rel).ensure()
                 return
+            total = sum(self.entries[rel]["bytes"] for rel in rels)
+            progress = TransferProgress(f"reading {self.location}", total)
             with ThreadPoolExecutor(FETCH_FILES_AT_ONCE) as pool:
-                list(pool.map(lambda rel: self.cached(rel).ensure(), rels))
+                list(pool.map(lambda rel: self.cached(rel).ensure(progress=progress), rels))
+            progress.finish()
         except ArtifactError as exc:
             raise self.corrupt(exc) from exc
 

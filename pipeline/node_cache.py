@@ -204,8 +204,11 @@ class CachedFile:
         have = os.pread(self._have, last - first + 1, HEADER + first)
         return [first + i for i, flag in enumerate(have) if not flag]
 
-    def ensure(self, offset: int = 0, length: int | None = None) -> None:
-        """Fetch and verify the blocks of bytes [offset, offset + length) that are not here."""
+    def ensure(
+        self, offset: int = 0, length: int | None = None, progress: TransferProgress | None = None
+    ) -> None:
+        """Fetch and verify the blocks of bytes [offset, offset + length) that are not here;
+        counted in `progress` (a transfer of several files) or logged on their own."""
         size = self.remote.size
         end = size if length is None else min(size, offset + length)
         if self._complete or end <= offset:
@@ -220,12 +223,12 @@ class CachedFile:
             try:
                 missing = self._missing(first, last)
                 if missing:
-                    self._fetch(missing)
+                    self._fetch(missing, progress)
             finally:
                 fcntl.flock(self._have, fcntl.LOCK_UN)
         self._complete = first == 0 and last == self.remote.blocks - 1
 
-    def _fetch(self, blocks: list[int]) -> None:
+    def _fetch(self, blocks: list[int], shared: TransferProgress | None) -> None:
         remote, block = self.remote, self.remote.block_bytes
         runs: list[list[int]] = []
         per_request = max(1, REQUEST_BYTES // block)
@@ -236,14 +239,15 @@ class CachedFile:
                 runs.append([b])
         nbytes = sum(min(block, remote.size - b * block) for b in blocks)
         self.cache.reserve(nbytes, remote.label or remote.name)
-        progress = TransferProgress(f"downloading {remote.label or remote.name}", nbytes)
+        progress = shared or TransferProgress(f"downloading {remote.label or remote.name}", nbytes)
         fs, path = filesystem(remote.uri)
         if len(runs) == 1:
             self._fetch_run(fs, path, runs[0], progress)
         else:
             with ThreadPoolExecutor(min(FETCH_THREADS, len(runs))) as pool:
                 list(pool.map(lambda run: self._fetch_run(fs, path, run, progress), runs))
-        progress.finish()
+        if shared is None:
+            progress.finish()
 
     def _fetch_run(self, fs, path: str, run: list[int], progress: TransferProgress) -> None:
         remote, block = self.remote, self.remote.block_bytes

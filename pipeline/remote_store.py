@@ -181,9 +181,7 @@ class RemoteArtifactStore:
         progress = TransferProgress(what, sum(p.stat().st_size for p in paths))
 
         def upload(path: Path) -> dict:
-            entry = output.put(path, path.relative_to(tmp).as_posix())
-            progress.add(entry["bytes"])
-            return entry
+            return output.put(path, path.relative_to(tmp).as_posix(), progress)
 
         with ThreadPoolExecutor(UPLOADS_AT_ONCE) as pool:
             uploaded = list(pool.map(upload, paths))
