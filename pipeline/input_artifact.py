@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from lmforge.pipeline.cached_reads import CachedArray, RangedReader
 from lmforge.pipeline.errors import ArtifactError
 from lmforge.pipeline.file_records import block_layout
 from lmforge.pipeline.integrity import manifest_entries
@@ -244,7 +245,7 @@ class InputPath(os.PathLike):
         """A seekable binary file that fetches only the blocks its reads touch."""
         if not self.is_file():
             raise FileNotFoundError(f"{self!r} is not a file of the artifact")
-        return io.BufferedReader(_RangedReader(self.artifact, self.rel), 1 << 16)
+        return io.BufferedReader(RangedReader(self.artifact, self.rel), 1 << 16)
 
     def memmap(self, dtype: np.dtype, length: int) -> CachedArray:
         """The file as a 1-D array of `length` items, fetched block by block as it is sliced."""
@@ -264,78 +265,3 @@ def _match(parts: list[str], wanted: list[str]) -> bool:
     return (
         bool(parts) and fnmatch.fnmatchcase(parts[0], wanted[0]) and _match(parts[1:], wanted[1:])
     )
-
-
-class _RangedReader(io.RawIOBase):
-    def __init__(self, artifact: RemoteArtifact, rel: str) -> None:
-        super().__init__()
-        self.artifact, self.rel = artifact, rel
-        self.size = artifact.entries[rel]["bytes"]
-        self.position = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence]
-        self.position = max(0, base + offset)
-        return self.position
-
-    def tell(self) -> int:
-        return self.position
-
-    def readinto(self, buffer) -> int:
-        try:
-            data = self.artifact.cached(self.rel).read(self.position, len(buffer))
-        except ArtifactError as exc:
-            raise self.artifact.corrupt(exc) from exc
-        buffer[: len(data)] = data
-        self.position += len(data)
-        return len(data)
-
-
-class CachedArray:
-    """A read-only 1-D array over a cached file; slicing fetches only the blocks it covers."""
-
-    ndim = 1
-
-    def __init__(self, artifact: RemoteArtifact, rel: str, dtype: np.dtype, length: int) -> None:
-        self.artifact, self.rel, self.dtype = artifact, rel, dtype
-        self.shape = (length,)
-        self._map: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    @property
-    def size(self) -> int:
-        return self.shape[0]
-
-    def _ensure(self, start: int, stop: int) -> np.ndarray:
-        item = self.dtype.itemsize
-        try:
-            self.artifact.cached(self.rel).ensure(start * item, (stop - start) * item)
-        except ArtifactError as exc:
-            raise self.artifact.corrupt(exc) from exc
-        if self._map is None:
-            path = self.artifact.cached(self.rel).path
-            self._map = np.memmap(path, dtype=self.dtype, mode="r", shape=self.shape)
-        return self._map
-
-    def __getitem__(self, key):
-        if not len(self):
-            return np.zeros(0, self.dtype)[key]
-        if isinstance(key, slice) and (key.step or 1) > 0:
-            start, stop, _ = key.indices(len(self))
-            return self._ensure(start, max(start, stop))[key]
-        if isinstance(key, int | np.integer):
-            index = int(key) % len(self) if -len(self) <= key < len(self) else int(key)
-            return self._ensure(index, index + 1)[key]
-        return self._ensure(0, len(self))[key]
-
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        whole = self._ensure(0, len(self)) if len(self) else np.zeros(0, self.dtype)
-        return np.asarray(whole, dtype=dtype)

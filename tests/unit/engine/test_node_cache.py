@@ -14,6 +14,7 @@ import sys
 import pytest
 from counting_s3 import reset, served
 
+from lmforge.pipeline.cached_reads import open_object
 from lmforge.pipeline.errors import ArtifactError
 from lmforge.pipeline.file_records import FileDigest, block_layout
 from lmforge.pipeline.node_cache import CacheConfig, CacheFull, NodeCache, RemoteFile
@@ -131,3 +132,16 @@ def test_processes_reading_one_file_at_once_download_it_once(bucket, tmp_path):
     assert [r.communicate(timeout=120)[0].strip() for r in readers] == [str(len(data))] * 4
     assert served(env)[f"{BUCKET}/shared/sixty-four-blocks"] == len(data)
     assert (tmp_path / "files" / "shared" / "sixty-four-blocks").read_bytes() == data
+
+
+def test_an_object_outside_any_artifact_is_read_through_the_cache_once(bucket, tmp_path):
+    env, client = bucket
+    data = payload(3 * BLOCK)
+    client.put_object(Bucket=BUCKET, Key="checkpoints/step_000010/shard-0", Body=data)
+    uri = f"s3://{BUCKET}/checkpoints/step_000010/shard-0"
+    config = CacheConfig(str(tmp_path), 1 << 20)
+    for _ in range(2):  # the second reader finds it cached
+        held = open_object(uri, config)
+        assert held.local_path().read_bytes() == data
+        held.close()
+    assert served(env)[f"{BUCKET}/checkpoints/step_000010/shard-0"] == len(data)
