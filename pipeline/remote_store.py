@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shutil
 import time
 import uuid
@@ -39,6 +40,7 @@ from lmforge.pipeline.store_fs import filesystem
 from lmforge.pipeline.transfer_progress import TransferProgress
 
 UPLOADS_AT_ONCE = 8
+log = logging.getLogger("lmforge")
 
 
 class RemoteArtifactStore:
@@ -200,6 +202,15 @@ class RemoteArtifactStore:
             problem = size_problem(Path(entry["path"]), sizes.get(entry["path"]), entry)
             if problem:
                 raise ArtifactError(f"{output.root}: {problem}; the stage's writer lost a file")
+        unnamed = sorted(set(sizes) - {e["path"] for e in files})
+        if unnamed:  # an interrupted attempt's leftovers, or entries a stage did not hand over
+            log.warning(
+                "%s: %d file(s) no manifest entry names are left out of the artifact, e.g. %s "
+                "(a stage passes its tasks' entries to ctx.add_files)",
+                output.root,
+                len(unnamed),
+                unnamed[0],
+            )
 
     def _put(self, path: str, manifest: dict[str, Any]) -> None:
         body = json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8")

@@ -110,7 +110,7 @@ def test_nodes_sharing_only_the_bucket_run_the_pipeline(private_node_cluster, s3
     assert _what_each_node_sees(str(workdir / "only-on-the-head")) == {True, False}
     ray.shutdown()  # the pipeline's own driver attaches below
     corpus = tmp_path / "corpus"  # raw sources: the one path both nodes read
-    load_bench("corpus_synth").synthesize(corpus, docs=6000, files=4, seed=7)
+    load_bench("corpus_synth").synthesize(corpus, docs=4000, files=4, seed=7)
     args = [
         f"workdir={workdir}",
         "cluster.store_uri=s3://lmforge/store",
