@@ -98,6 +98,15 @@ def s3_module():
 
 
 @pytest.fixture
+def s3_env(s3_module, monkeypatch):
+    """The module's S3 server with its credentials in this test's environment: (env, client)."""
+    env, client = s3_module
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env, client
+
+
+@pytest.fixture
 def mlflow_server(tmp_path):
     """A real `mlflow server` on 127.0.0.1 (sqlite store) for the test: its URL."""
     with socket.socket() as sock:

@@ -19,11 +19,8 @@ MB = 1 << 20
 
 
 @pytest.fixture
-def bucket(s3_module, monkeypatch):
-    env, client = s3_module
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return client
+def bucket(s3_env):
+    return s3_env[1]
 
 
 def write_in_pieces(output, rel: str, n_mb: int) -> dict:

@@ -24,12 +24,9 @@ BLOCK = 4096  # the filesystem's block: a sparse copy holds whole ones
 
 
 @pytest.fixture
-def bucket(s3_module, monkeypatch):
-    env, client = s3_module
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    reset(env)
-    return env, client
+def bucket(s3_env):
+    reset(s3_env[0])
+    return s3_env
 
 
 def put(client, key: str, data: bytes, block: int = BLOCK) -> RemoteFile:
