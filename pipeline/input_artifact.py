@@ -120,11 +120,8 @@ class InputPath(os.PathLike):
         self.artifact, self.rel = artifact, rel
 
     # -- pure path operations
-    def __truediv__(self, other: str | os.PathLike) -> InputPath:
-        joined = PurePosixPath(
-            self.rel or ".", os.fspath(other) if isinstance(other, str) else other
-        )
-        rel = joined.as_posix()
+    def __truediv__(self, other: str) -> InputPath:
+        rel = PurePosixPath(self.rel, other).as_posix()
         return InputPath(self.artifact, "" if rel == "." else rel)
 
     def joinpath(self, *parts: str) -> InputPath:
@@ -232,6 +229,8 @@ class InputPath(os.PathLike):
         return self.local_path().read_text(encoding=encoding, errors=errors)
 
     def open(self, mode: str = "r", *args, **kwargs):
+        if set(mode) & set("wax+"):
+            raise ValueError(f"{self!r} is an input: it opens for reading only")
         return open(self.local_path(), mode, *args, **kwargs)
 
     def read_range(self, offset: int, length: int) -> bytes:
@@ -252,9 +251,10 @@ class InputPath(os.PathLike):
         return CachedArray(self.artifact, self.rel, np.dtype(dtype), length)
 
     def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.local_path(), name)  # anything else: the local copy, fetched
+        """Any other `Path` attribute: that of the local copy, fetched first."""
+        if name.startswith("_") or not hasattr(Path, name):
+            raise AttributeError(name)  # probes such as hasattr(x, "read") fetch nothing
+        return getattr(self.local_path(), name)
 
 
 def _match(parts: list[str], wanted: list[str]) -> bool:
