@@ -47,8 +47,10 @@ from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.driver import run_pretraining
+from lmforge.pipeline.training.sample_index import build_for_data
 from lmforge.tokenizer.dataset import TokenDataset
 from lmforge.tokenizer.shards import TokenShardWriter
+from lmforge.tokenizer.split_index import index_committed_shards
 
 CASES = {
     "base": (
@@ -74,6 +76,7 @@ def write_shards(directory: Path, n_windows: int) -> Path:
     docs = [[0, *rng.integers(1, MODEL.vocab_size, 200).tolist()] for _ in range(n_docs)]
     with TokenShardWriter(directory, "train", 0, MODEL.vocab_size) as writer:
         writer.write_documents(docs)
+    index_committed_shards(directory, "train")
     return directory
 
 
@@ -130,10 +133,20 @@ def lmforge_run(
         compile=compile,
     )
     name = f"zero{stage}-{workers}w-{uuid.uuid4().hex[:6]}"
+    positions = steps * BATCH
+    build_for_data(
+        root / name / "index",
+        data_dir,
+        block_size=MODEL.block_size,
+        seed=SEED,
+        epoch_offsets=cfg.epoch_offsets,
+        positions=positions,
+    )
     summary = run_pretraining(
         model_cfg=MODEL,
         train_cfg=cfg,
         data_dir=str(data_dir),
+        sample_index_dir=str(root / name / "index"),
         out_dir=str(root / name / "model"),
         checkpoint_dir=str(root / name / "checkpoints"),
         storage_path=str(root / "ray_storage"),

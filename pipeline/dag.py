@@ -77,5 +77,6 @@ class Dag:
             spec = self.stages[name]
             inputs = ", ".join(spec.inputs) or "(raw sources)"
             sections = ", ".join(spec.config_sections) or "-"
-            lines.append(f"{name:<{width}}  <- {inputs}   [config: {sections}]")
+            sized = f"; sized by: {', '.join(spec.sizing)}" if spec.sizing else ""
+            lines.append(f"{name:<{width}}  <- {inputs}   [config: {sections}{sized}]")
         return "\n".join(lines)

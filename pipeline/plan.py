@@ -17,6 +17,7 @@ from lmforge.pipeline.config import section
 from lmforge.pipeline.dag import Dag
 from lmforge.pipeline.errors import ConfigError, LmforgeError
 from lmforge.pipeline.keys import cache_key
+from lmforge.pipeline.stage import StageSpec
 from lmforge.pipeline.store import ArtifactStore
 
 log = logging.getLogger("lmforge")
@@ -58,15 +59,20 @@ def make_plan(
     for name in order:
         spec = dag.stages[name]
         sections = {path: section(config, path) for path in spec.config_sections}
+        sizing = {path: section(config, path) for path in spec.sizing}
         try:
-            typed = spec.parse_config(sections)
+            typed = spec.parse_config({**sections, **sizing})
         except ConfigError:
             raise
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"bad config for stage {name!r}: {exc}") from exc
         input_keys = {upstream: plan.stages[upstream].key for upstream in spec.inputs}
         key = cache_key(name, spec.version, sections, input_keys)
-        cached = name not in force and _usable(store, name, key, verify)
+        cached = (
+            name not in force
+            and _usable(store, name, key, verify)
+            and _covers(store, spec, key, typed)
+        )
         action = "cached" if cached else "run"
         plan.stages[name] = StagePlan(name, key, sections, typed, input_keys, action)
     return plan
@@ -90,3 +96,19 @@ def _usable(store: ArtifactStore, name: str, key: str, verify: bool) -> bool:
             name,
         )
     return problem is None
+
+
+def _covers(store: ArtifactStore, spec: StageSpec, key: str, typed: Any) -> bool:
+    """Whether a committed artifact holds as much as this run needs (see `StageSpec.covers`)."""
+    if spec.covers is None:
+        return True
+    manifest = store.manifest(spec.name, key) or {}
+    if spec.covers(manifest.get("summary", {}), typed):
+        return True
+    log.info(
+        "lmforge: %s artifact %s covers less than this run needs (%s); it is rebuilt larger",
+        spec.name,
+        key,
+        ", ".join(spec.sizing),
+    )
+    return False

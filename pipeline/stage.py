@@ -40,6 +40,12 @@ class StageSpec:
     version: str
     num_cpus: float = 1.0
     num_gpus: float = 0.0
+    sizing: tuple[str, ...] = ()
+    """Config paths that set how much of the artifact is written, not what it holds: parsed with
+    `config_sections` but left out of the cache key (e.g. how many epochs an order covers)."""
+    covers: Callable[[dict[str, Any], Any], bool] | None = None
+    """Whether a committed artifact (its summary) covers the typed config; when it does not, the
+    stage runs again under the same key and writes a larger artifact that starts the same."""
 
 
 @dataclass(slots=True)
@@ -112,8 +118,10 @@ def stage(
     version: str = "1",
     num_cpus: float = 1.0,
     num_gpus: float = 0.0,
+    sizing: tuple[str, ...] = (),
+    covers: Callable[[dict[str, Any], Any], bool] | None = None,
 ) -> Callable[[Callable[[StageContext], dict]], Callable[[StageContext], dict]]:
-    """Declare a stage function and register it under `name`."""
+    """Declare a stage function and register it under `name` (see `StageSpec`)."""
 
     def register(fn: Callable[[StageContext], dict]) -> Callable[[StageContext], dict]:
         _REGISTRY[name] = StageSpec(
@@ -125,6 +133,8 @@ def stage(
             version=version,
             num_cpus=num_cpus,
             num_gpus=num_gpus,
+            sizing=tuple(sizing),
+            covers=covers,
         )
         return fn
 

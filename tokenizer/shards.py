@@ -6,6 +6,9 @@ One shard is three files named `<split>-<index:05d>.*`:
 - `.shard.json`: the header (dtype, counts, file names). It is written last, by rename, and a shard
   exists only once its header does: a writer that crashes or is never closed leaves only hidden
   `.*.partial` files that no reader looks at.
+
+Once every shard of a split is committed, the split's index (`split_index`) lists them, and
+readers (`TokenDataset`) open the split from it; `read_shard` opens one shard by its header.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from lmforge.tokenizer.packing import PackedStream, pack_documents, token_dtype
 FORMAT = "lmforge-token-shard"
 FORMAT_VERSION = 1
 HEADER_SUFFIX = ".shard.json"
+TOKENS_SUFFIX = ".tokens.bin"
+DOCS_SUFFIX = ".docs.npy"
 _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
@@ -70,7 +75,7 @@ class TokenShardWriter:
         self.dtype = token_dtype(vocab_size)
         self._final = {
             kind: self.out_dir / f"{self.name}{suffix}"
-            for kind, suffix in (("tokens", ".tokens.bin"), ("docs", ".docs.npy"))
+            for kind, suffix in (("tokens", TOKENS_SUFFIX), ("docs", DOCS_SUFFIX))
         }
         self._header = self.out_dir / f"{self.name}{HEADER_SUFFIX}"
         self._partial = {k: p.with_name(f".{p.name}.partial") for k, p in self._final.items()}
@@ -187,7 +192,17 @@ class TokenShard:
 
 def read_shard(header: str | Path) -> TokenShard:
     """Open a shard by its header, checking that its files match it; errors name the bad file."""
-    header = header if hasattr(header, "parent") else Path(header)  # a Path or a lazy path-like
+    header = Path(header)
+    info = read_shard_info(header)
+    stem = header.name.removesuffix(HEADER_SUFFIX)
+    tokens = map_tokens(header.parent / f"{stem}{TOKENS_SUFFIX}", info)
+    doc_starts = _read_doc_starts(header.parent / f"{stem}{DOCS_SUFFIX}", info)
+    return TokenShard(info=info, tokens=tokens, doc_starts=doc_starts)
+
+
+def read_shard_info(header: str | Path) -> ShardInfo:
+    """What a shard holds, from its header alone (no token or document file is opened)."""
+    header = Path(header)
     meta = _read_header(header)
     info = ShardInfo(
         header=header,
@@ -203,25 +218,52 @@ def read_shard(header: str | Path) -> TokenShard:
             f"{header}: dtype {info.dtype} does not match vocab_size {info.vocab_size}; "
             "the header is inconsistent, rerun the tokenize stage"
         )
+    return info
+
+
+def map_tokens(path: Path, info: ShardInfo) -> np.ndarray:
+    """The token stream of the shard `info` describes, memory-mapped read-only from `path`.
+
+    A path that fetches its file on demand (one with a `memmap` method, as a store's input read
+    through the node cache) maps only the ranges that are sliced."""
     dtype = np.dtype(info.dtype).newbyteorder("<")
-    tokens_path = header.parent / meta["tokens_file"]
-    _check_size(tokens_path, info.n_tokens * dtype.itemsize)
-    if info.n_tokens:
-        tokens = _map_tokens(tokens_path, dtype, info.n_tokens)
-    else:
-        tokens = np.zeros(0, dtype=dtype)
-    docs_path = header.parent / meta["docs_file"]
-    doc_starts = _read_doc_starts(docs_path, info)
-    return TokenShard(info=info, tokens=tokens, doc_starts=doc_starts)
-
-
-def _map_tokens(path: Path, dtype: np.dtype, n_tokens: int) -> np.ndarray:
-    """The token stream memory-mapped; a path that fetches its file on demand (one with a
-    `memmap` method, as a store's cached input) maps only the ranges that are sliced."""
+    _check_size(path, info.n_tokens * dtype.itemsize)
+    if not info.n_tokens:
+        return np.zeros(0, dtype=dtype)
     lazy = getattr(path, "memmap", None)
     if lazy is not None:
-        return lazy(dtype, n_tokens)
-    return np.memmap(path, dtype=dtype, mode="r", shape=(n_tokens,))
+        return lazy(dtype, info.n_tokens)
+    return np.memmap(path, dtype=dtype, mode="r", shape=(info.n_tokens,))
+
+
+def map_doc_starts(path: Path, info: ShardInfo) -> np.ndarray:
+    """The document starts of the shard `info` describes, memory-mapped (pages read on use).
+
+    Only the shape, dtype and both ends are checked: checking every offset would read them all.
+    """
+    try:
+        starts = np.load(path, mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"document index {path} of shard {info.header.name} is missing"
+        ) from None
+    except ValueError as err:
+        raise ValueError(f"{path}: unreadable document index ({err}); rerun tokenize") from err
+    if not _plausible_starts(starts, info):
+        raise ValueError(
+            f"{path}: document index does not match {info.header.name} "
+            f"({info.n_docs} ascending offsets up to {info.n_tokens} expected); rerun tokenize"
+        )
+    return starts if len(starts) else np.zeros(0, np.int64)
+
+
+def _plausible_starts(starts: np.ndarray, info: ShardInfo) -> bool:
+    return (
+        starts.ndim == 1
+        and starts.dtype == np.int64
+        and len(starts) == info.n_docs
+        and (len(starts) == 0 or (starts[0] == 0 and starts[-1] <= info.n_tokens))
+    )
 
 
 def _read_header(header: Path) -> dict:
@@ -264,14 +306,7 @@ def _read_doc_starts(path: Path, info: ShardInfo) -> np.ndarray:
         ) from None
     except ValueError as err:
         raise ValueError(f"{path}: unreadable document index ({err}); rerun tokenize") from err
-    consistent = (
-        starts.ndim == 1
-        and starts.dtype == np.int64
-        and len(starts) == info.n_docs
-        and (len(starts) == 0 or (starts[0] == 0 and starts[-1] <= info.n_tokens))
-        and bool(np.all(np.diff(starts) >= 0))
-    )
-    if not consistent:
+    if not (_plausible_starts(starts, info) and bool(np.all(np.diff(starts) >= 0))):
         raise ValueError(
             f"{path}: document index does not match {info.header} "
             f"({info.n_docs} ascending offsets up to {info.n_tokens} expected); rerun tokenize"

@@ -7,6 +7,7 @@ from lmforge.pipeline.stages import (  # noqa: F401 - imported for registration
     pretrain,
     report,
     sample,
+    sample_index,
     tokenize,
     train_tokenizer,
 )

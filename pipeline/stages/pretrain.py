@@ -64,7 +64,7 @@ def lineage_key(ctx: StageContext) -> str:
 
 @stage(
     name="pretrain",
-    inputs=("tokenize", "train_tokenizer"),
+    inputs=("tokenize", "sample_index", "train_tokenizer"),
     config=("model", "train"),
     parse_config=parse,
     version="1",
@@ -83,9 +83,10 @@ def pretrain(ctx: StageContext) -> dict:
     summary = run_pretraining(
         model_cfg=model_cfg,
         train_cfg=ctx.config.train,
-        # With a bucket store, an InputPath: each worker streams the token shards into its own
-        # node's cache, so the workers need no shared filesystem nor this node.
+        # With a bucket store, InputPaths: each worker streams the token shards (and maps the
+        # sample index) through its own node's cache, needing no shared filesystem nor this node.
         data_dir=ctx.input("tokenize"),
+        sample_index_dir=ctx.input("sample_index"),
         out_dir=str(ctx.out_dir / "model"),
         checkpoint_dir=checkpoint_dir,
         storage_path=ctx.shared_location("ray_storage"),

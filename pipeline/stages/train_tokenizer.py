@@ -8,6 +8,7 @@ byte-identical `tokenizer.json`, however the clean split is sharded.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from itertools import islice
 from pathlib import Path
 
@@ -26,8 +27,15 @@ EXCLUDED_SOURCES = ("canary",)
 memorised to the exposure probe without being memorised."""
 
 
+TRAINING_KEYS = tuple(f"tokenizer.{f.name}" for f in fields(TokenizerConfig))
+"""The `tokenizer` settings this stage reads (and its key covers): not `tokenizer.shard_mb`,
+which only sizes `tokenize`'s shards, so resizing shards does not retrain the tokenizer."""
+
+
 def parse(sections: dict) -> TokenizerConfig:
-    return from_mapping(TokenizerConfig, sections["tokenizer"], "tokenizer")
+    """`TokenizerConfig` from {"tokenizer.<field>": value} (the paths of TRAINING_KEYS)."""
+    values = {path.removeprefix("tokenizer."): value for path, value in sections.items()}
+    return from_mapping(TokenizerConfig, values, "tokenizer")
 
 
 def train_on_sample(clean_dir: Path, cfg: TokenizerConfig) -> tuple[Tokenizer, SampleStats]:
@@ -41,7 +49,7 @@ def train_on_sample(clean_dir: Path, cfg: TokenizerConfig) -> tuple[Tokenizer, S
 @stage(
     name="train_tokenizer",
     inputs=("clean",),
-    config=("tokenizer",),
+    config=TRAINING_KEYS,
     parse_config=parse,
     version="3",
     num_cpus=1,

@@ -28,11 +28,15 @@ class PrefetchedStep:
 
 
 class BatchPrefetcher:
-    """Up to `depth` steps read ahead by a daemon thread; `close()` stops it."""
+    """Up to `depth` steps read ahead by a daemon thread, `steps` in all (None: no end);
+    `close()` stops it."""
 
-    def __init__(self, dataset, sampler: WindowSampler, depth: int = 2) -> None:
+    def __init__(
+        self, dataset, sampler: WindowSampler, depth: int = 2, steps: int | None = None
+    ) -> None:
         self._dataset = dataset
         self._sampler = copy.deepcopy(sampler)
+        self._steps = steps
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._fill, name="lmforge-prefetch", daemon=True)
@@ -40,7 +44,9 @@ class BatchPrefetcher:
 
     def _fill(self) -> None:
         try:
-            while not self._stop.is_set():
+            done = 0
+            while not self._stop.is_set() and (self._steps is None or done < self._steps):
+                done += 1
                 micro = self._sampler.next_step()
                 step = PrefetchedStep(
                     [load_batch(self._dataset, mb) for mb in micro], self._sampler.position

@@ -12,14 +12,38 @@ drawn from (seed, epoch) too: a run that passes over a small corpus many times s
 boundaries each time instead of memorising the same windows (on the tiny preset's 190k
 tokens, val perplexity 65.6 instead of 78.8 after 13 passes). The first epoch is never
 shifted, so a run that reads its data once is unaffected.
+
+`GlobalWindowOrder` defines the order and computes it in memory; training reads it from a
+`SampleIndex` (`sample_index`), built once on disk and memory-mapped by every rank, which holds
+the same windows and shifts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import torch
+
+
+class WindowOrder(Protocol):
+    """The window and its shift at every global position (`GlobalWindowOrder`, `SampleIndex`)."""
+
+    def windows(self, start: int, count: int) -> np.ndarray: ...
+    def offsets(self, start: int, count: int) -> np.ndarray: ...
+
+
+def max_window_offset(block_size: int, epoch_offsets: bool) -> int:
+    """The largest shift of an epoch's windows: below a window's length with `epoch_offsets`."""
+    return block_size - 1 if epoch_offsets else 0
+
+
+def epoch_offset(seed: int, epoch: int, max_offset: int) -> int:
+    """How far every window of `epoch` is shifted: 0 in the first epoch."""
+    if epoch == 0 or max_offset == 0:
+        return 0
+    return int(np.random.default_rng([seed, epoch, 1]).integers(0, max_offset + 1))
 
 
 class GlobalWindowOrder:
@@ -49,9 +73,7 @@ class GlobalWindowOrder:
 
     def offset(self, epoch: int) -> int:
         """How far every window of `epoch` is shifted: 0 in the first epoch."""
-        if epoch == 0 or self.max_offset == 0:
-            return 0
-        return int(np.random.default_rng([self.seed, epoch, 1]).integers(0, self.max_offset + 1))
+        return epoch_offset(self.seed, epoch, self.max_offset)
 
     def offsets(self, start: int, count: int) -> np.ndarray:
         """The shift of the windows at global positions [start, start + count)."""
@@ -75,7 +97,7 @@ class GlobalWindowOrder:
 class WindowSampler:
     """One worker's view of the global order: its micro-batches of window indices per step."""
 
-    order: GlobalWindowOrder
+    order: WindowOrder
     """The shared global order."""
     global_batch_size: int
     """Windows per optimizer step over all workers."""

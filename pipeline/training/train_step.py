@@ -33,13 +33,16 @@ def uses_bf16(cfg: TrainConfig) -> bool:
 
 
 def build_optimizer(model: GPT, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW with decoupled weight decay on matmul weights only (GPT.param_groups)."""
+    """AdamW with decoupled weight decay on matmul weights only (GPT.param_groups).
+
+    The fused kernel on CPU too: one pass over each tensor instead of a dozen elementwise ops
+    (0.4 ms instead of 4.4 ms per step for the tiny model's 0.55M parameters on one thread)."""
     return torch.optim.AdamW(
         model.param_groups(cfg.weight_decay),
         lr=cfg.lr,
         betas=(cfg.beta1, cfg.beta2),
         eps=cfg.eps,
-        fused=device.type == "cuda",
+        fused=device.type in ("cuda", "cpu"),
     )
 
 

@@ -31,7 +31,8 @@ from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
 from lmforge.pipeline.training.prefetch import BatchPrefetcher
 from lmforge.pipeline.training.progress import MlflowMetrics, ThroughputMeter, progress_line
 from lmforge.pipeline.training.resume import check_resumable, load_chosen_checkpoint
-from lmforge.pipeline.training.sampler import GlobalWindowOrder, WindowSampler, load_batch
+from lmforge.pipeline.training.sample_index import open_for_run
+from lmforge.pipeline.training.sampler import WindowSampler, load_batch, max_window_offset
 from lmforge.pipeline.training.schedule import learning_rate
 from lmforge.pipeline.training.step_times import StepTimes, breakdown, data_wait_note
 from lmforge.pipeline.training.train_step import StepResult, TrainStep, build_engine, uses_bf16
@@ -49,6 +50,8 @@ class TrainingJob:
     """Optimizer, schedule, parallelism, checkpointing."""
     data_dir: str
     """Directory of the tokenize stage's token shards (opened with TokenDataset)."""
+    sample_index_dir: str
+    """Directory of the sample index of `data_dir` for this run's seed and block size."""
     split: str = "train"
     """Split to train on."""
     checkpoint_dir: str
@@ -89,13 +92,14 @@ class WorkerRun:
         self.device = _setup_device(self.cfg)
         self.nodes = _all_gather(ray.get_runtime_context().get_node_id(), self.world)
         torch.manual_seed(self.cfg.seed)
-        max_offset = job.model.block_size - 1 if self.cfg.epoch_offsets else 0
+        max_offset = max_window_offset(job.model.block_size, self.cfg.epoch_offsets)
         self.dataset = TokenDataset(job.data_dir, job.split, job.model.block_size, max_offset)
         self.engine = build_engine(job.model, self.cfg, self.world, self.device)
         self.times = StepTimes()
         self.train_step = TrainStep(self.engine, self.cfg, self.device, self.world, self.times)
         self.state, self.resumed_from = self._restore()
-        order = GlobalWindowOrder(len(self.dataset), self.cfg.seed, max_offset)
+        positions = self.cfg.max_steps * self.cfg.global_batch_size
+        order = open_for_run(job.sample_index_dir, self.dataset, self.cfg.seed, positions)
         self.sampler = WindowSampler(
             order,
             self.cfg.global_batch_size,
@@ -122,7 +126,9 @@ class WorkerRun:
         if self.rank == 0 and self.resumed_from is not None:
             _say(f"resumed from step {self.resumed_from} on {self.world} worker(s)")
         prefetch = (
-            BatchPrefetcher(self.dataset, self.sampler, cfg.prefetch_steps)
+            BatchPrefetcher(
+                self.dataset, self.sampler, cfg.prefetch_steps, cfg.max_steps - self.state.step
+            )
             if cfg.prefetch_steps > 0 and self.state.step < cfg.max_steps
             else None
         )

@@ -16,7 +16,9 @@ import numpy as np
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.driver import run_pretraining
+from lmforge.pipeline.training.sample_index import build_for_data
 from lmforge.tokenizer.shards import TokenShardWriter
+from lmforge.tokenizer.split_index import index_committed_shards
 
 VOCAB = 64
 MODEL = ModelConfig(vocab_size=VOCAB, block_size=32, d_model=32, n_head=2, n_layer=2, d_ff=64)
@@ -53,7 +55,21 @@ def write_token_shards(directory: Path, n_docs: int = 200, seed: int = 0) -> Pat
     ]
     with TokenShardWriter(directory, "train", 0, VOCAB) as writer:
         writer.write_documents(docs)
+    index_committed_shards(directory, "train")
     return directory
+
+
+def sample_index_for(root: Path, data_dir: Path, cfg: TrainConfig) -> Path:
+    """The sample index a run of `cfg` reads, as the sample_index stage builds it."""
+    build_for_data(
+        root,
+        data_dir,
+        block_size=MODEL.block_size,
+        seed=cfg.seed,
+        epoch_offsets=cfg.epoch_offsets,
+        positions=cfg.max_steps * cfg.global_batch_size,
+    )
+    return root
 
 
 class Runs:
@@ -68,6 +84,7 @@ class Runs:
             model_cfg=MODEL,
             train_cfg=cfg,
             data_dir=str(self.data_dir),
+            sample_index_dir=str(sample_index_for(self.root / name / "index", self.data_dir, cfg)),
             out_dir=str(self.root / name / "model"),
             checkpoint_dir=str(checkpoint_dir or self.root / name / "checkpoints"),
             storage_path=str(self.storage),

@@ -119,7 +119,8 @@ def test_nodes_sharing_only_the_bucket_run_the_pipeline(private_node_cluster, s3
         f"cluster.store_block_mb={BLOCK_BYTES / 2**20}",
         f"data.paths=[{corpus}/*.jsonl.zst]",
         "data.read_split_mb=0.001",  # a read unit per file: tasks on both nodes
-        "data.shard_mb=0.03",  # several token shards per split
+        "data.shard_mb=0.03",  # several clean shards per split,
+        "tokenizer.shard_mb=0",  # and a token shard for each
         "train.placement_strategy=STRICT_SPREAD",  # one training worker on each node
         *[a for a in SHORT_TINY if a.split("=")[0] not in ("train.max_steps", MAX_TOKENS)],
         "train.max_steps=10",

@@ -158,7 +158,17 @@ def _ray_job_id(cluster: Cluster, submission_id: str) -> str:
     return next(j["job_id"] for j in jobs if j["submission_id"] == submission_id)
 
 
-ALL = ("clean", "train_tokenizer", "tokenize", "pretrain", "perplexity", "sample", "harm", "report")
+ALL = (
+    "clean",
+    "train_tokenizer",
+    "tokenize",
+    "sample_index",
+    "pretrain",
+    "perplexity",
+    "sample",
+    "harm",
+    "report",
+)
 
 
 def test_submitted_pipeline_runs_stages_on_several_nodes_with_complete_lineage(cluster, tmp_path):
@@ -193,7 +203,8 @@ def test_submitted_pipeline_runs_stages_on_several_nodes_with_complete_lineage(c
         assert run.data.tags["lmforge.cache_key"] == states[stage]["key"]
     for stage, upstreams in {
         "tokenize": ("clean", "train_tokenizer"),
-        "pretrain": ("tokenize", "train_tokenizer"),
+        "sample_index": ("tokenize",),
+        "pretrain": ("tokenize", "sample_index", "train_tokenizer"),
         "perplexity": ("pretrain",),
     }.items():
         tags = runs[stage].data.tags

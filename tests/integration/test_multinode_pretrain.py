@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import pytest
 import ray
-from fault.training_runs import MODEL, assert_same_losses, train_config, write_token_shards
+from fault.training_runs import (
+    MODEL,
+    assert_same_losses,
+    sample_index_for,
+    train_config,
+    write_token_shards,
+)
 from ray.cluster_utils import Cluster
 
 from lmforge.pipeline.training.driver import run_pretraining
@@ -54,6 +60,7 @@ def _train(root, data, cfg) -> dict:
         model_cfg=MODEL,
         train_cfg=cfg,
         data_dir=str(data),
+        sample_index_dir=str(sample_index_for(root / "index", data, cfg)),
         out_dir=str(root / "model"),
         checkpoint_dir=str(root / "checkpoints"),
         storage_path=str(root / "ray_storage"),

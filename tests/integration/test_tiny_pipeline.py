@@ -17,7 +17,17 @@ pytestmark = pytest.mark.integration
 TINY = ["preset=tiny"]
 """The demo's configuration, as `make demo` runs it."""
 
-ALL = {"clean", "train_tokenizer", "tokenize", "pretrain", "perplexity", "sample", "harm", "report"}
+ALL = {
+    "clean",
+    "train_tokenizer",
+    "tokenize",
+    "sample_index",
+    "pretrain",
+    "perplexity",
+    "sample",
+    "harm",
+    "report",
+}
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +108,7 @@ def test_mlflow_holds_one_parent_with_one_nested_run_per_stage(first_run):
         assert run.info.run_id == states[name]["mlflow_run_id"]
         assert run.data.tags["lmforge.cache_key"] == states[name]["key"]
         assert run.data.tags["lmforge.cached"] == "false"
-    assert by_stage["pretrain"].data.tags["lmforge.inputs"].count("=") == 2
+    assert by_stage["pretrain"].data.tags["lmforge.inputs"].count("=") == 3
     assert "loss" in by_stage["pretrain"].data.metrics
     for part in ("compute", "comm", "optimizer", "data", "log", "checkpoint"):
         assert f"time_{part}_s" in by_stage["pretrain"].data.metrics

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config import compose, section
 from lmforge.pipeline.execute import StageTask, execute_stage, load_stages
 from lmforge.pipeline.keys import cache_key
 from lmforge.pipeline.tracking import client, ensure_experiment
@@ -31,12 +31,8 @@ def run_stage(tmp_path, local_ray):
     def run(name: str, overrides: list[str], inputs: dict | None = None):
         spec = load_stages()[name]
         config = compose(["preset=tiny", *overrides])
-        sections = {}
-        for path in spec.config_sections:
-            node = config
-            for part in path.split("."):
-                node = node[part]
-            sections[path] = node
+        sections = {path: section(config, path) for path in spec.config_sections}
+        sizing = {path: section(config, path) for path in spec.sizing}
         inputs = inputs or {}
         input_keys = {k: v.name for k, v in inputs.items()}
         key = cache_key(name, spec.version, sections, input_keys)
@@ -46,7 +42,7 @@ def run_stage(tmp_path, local_ray):
             key=key,
             version=spec.version,
             sections=sections,
-            typed_config=spec.parse_config(sections),
+            typed_config=spec.parse_config({**sections, **sizing}),
             input_keys=input_keys,
             workdir=str(tmp_path),
             store_uri=None,

@@ -23,6 +23,10 @@ def keys(overrides, tmp_path):
     [
         ("data.filters.length.min_chars=150", "clean"),
         ("tokenizer.vocab_size=1000", "train_tokenizer"),
+        ("tokenizer.shard_mb=64", "tokenize"),
+        ("train.seed=3", "sample_index"),
+        ("model.block_size=64", "sample_index"),
+        ("train.max_steps=5", "pretrain"),
         ("train.lr=0.002", "pretrain"),
         ("model.n_layer=3", "pretrain"),
         ("eval.perplexity.stride=32", "perplexity"),

@@ -17,6 +17,7 @@ def test_the_pipeline_has_the_designed_stages_in_topological_order():
         "clean",
         "train_tokenizer",
         "tokenize",
+        "sample_index",
         "pretrain",
         "perplexity",
         "sample",
@@ -28,6 +29,8 @@ def test_the_pipeline_has_the_designed_stages_in_topological_order():
             assert order.index(upstream) < order.index(name)
     assert dag.descendants("pretrain") == {"perplexity", "sample", "harm", "report"}
     assert dag.upto("tokenize") == ["clean", "train_tokenizer", "tokenize"]
+    assert dag.upto("sample_index") == ["clean", "train_tokenizer", "tokenize", "sample_index"]
+    assert "sample_index" in dag.stages["pretrain"].inputs
 
 
 def _spec(name, inputs):

@@ -12,6 +12,7 @@ from lmforge.tokenizer import (
     encode_document,
     encode_documents,
     eot_id,
+    index_committed_shards,
     tokenize_partition,
 )
 
@@ -36,6 +37,7 @@ def test_tokenize_shards_perplexity_and_hf_export_agree_on_document_ids(
 ) -> None:
     # tokenize: what training reads back from the shards, document by document
     tokenize_partition(saved_dir, DOCS, tmp_path, "val", 0, batch_size=2)
+    index_committed_shards(tmp_path, "val")
     dataset = TokenDataset(tmp_path, "val", block_size=4)
     tokens = dataset.shards[0].tokens
     bounds = [*dataset.doc_offsets.tolist(), dataset.n_tokens]

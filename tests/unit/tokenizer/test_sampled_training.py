@@ -149,8 +149,12 @@ def test_a_negative_sample_size_is_rejected() -> None:
 
 
 def test_the_tiny_preset_trains_on_all_of_its_text_and_the_default_on_a_sample() -> None:
-    from lmforge.pipeline.config import compose
-    from lmforge.pipeline.stages.train_tokenizer import parse
+    from lmforge.pipeline.config import compose, section
+    from lmforge.pipeline.stages.train_tokenizer import TRAINING_KEYS, parse
 
-    assert parse({"tokenizer": compose(["preset=tiny"])["tokenizer"]}).sample_bytes == 0
-    assert parse({"tokenizer": compose(["preset=small"])["tokenizer"]}).sample_bytes > 0
+    def typed(preset: str):
+        config = compose([f"preset={preset}"])
+        return parse({path: section(config, path) for path in TRAINING_KEYS})
+
+    assert typed("tiny").sample_bytes == 0
+    assert typed("small").sample_bytes > 0

@@ -1,4 +1,5 @@
-"""Token shards: dtype by vocabulary, atomic commit, clear errors, memory-mapped windows."""
+"""Token shards: dtype by vocabulary, atomic commit, clear errors, memory-mapped windows read
+through the split index with a bounded number of shards open."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from lmforge.tokenizer import (
     TokenDataset,
     TokenShardWriter,
+    index_committed_shards,
     num_windows,
     read_shard,
     split_token_counts,
@@ -74,12 +76,13 @@ def test_an_id_outside_the_vocabulary_is_refused(tmp_path: Path) -> None:
 
 def test_a_truncated_shard_raises_an_error_naming_the_file(tmp_path: Path) -> None:
     info = write_shard(tmp_path, "train", 0, DOCS)
+    index_committed_shards(tmp_path, "train")
     tokens_file = tmp_path / "train-00000.tokens.bin"
     tokens_file.write_bytes(tokens_file.read_bytes()[:-3])
     with pytest.raises(ValueError, match=r"train-00000\.tokens\.bin.*truncated"):
         read_shard(info.header)
     with pytest.raises(ValueError, match="truncated"):
-        TokenDataset(tmp_path, "train", block_size=4)
+        TokenDataset(tmp_path, "train", block_size=4)[0]
 
 
 @pytest.mark.parametrize(
@@ -106,6 +109,7 @@ def test_a_corrupt_header_raises_an_error_naming_it(tmp_path: Path) -> None:
 
 def test_dataset_memory_maps_shards_and_returns_int64_windows(tmp_path: Path) -> None:
     write_shard(tmp_path, "train", 0, DOCS)
+    index_committed_shards(tmp_path, "train")
     ds = TokenDataset(tmp_path, "train", block_size=4)
     assert isinstance(ds.shards[0].tokens, np.memmap)
     assert ds.shards[0].tokens.dtype == np.uint16
@@ -121,6 +125,8 @@ def test_windows_never_cross_shard_boundaries_and_follow_shard_order(tmp_path: P
     write_shard(tmp_path, "train", 1, [[0, 20, 21, 22, 23, 24, 25]])  # 7 tokens -> 1 window
     write_shard(tmp_path, "train", 0, DOCS)  # 15 tokens -> 3 windows
     write_shard(tmp_path, "val", 0, [[0, 40, 41]])
+    index_committed_shards(tmp_path, "train")
+    index_committed_shards(tmp_path, "val")
     ds = TokenDataset(tmp_path, "train", block_size=4)
     assert len(ds) == 4
     assert ds[3].tolist() == [0, 20, 21, 22, 23]
@@ -131,6 +137,7 @@ def test_windows_never_cross_shard_boundaries_and_follow_shard_order(tmp_path: P
 
 def test_dataset_pickles_by_reopening_its_shards(tmp_path: Path) -> None:
     write_shard(tmp_path, "train", 0, DOCS)
+    index_committed_shards(tmp_path, "train")
     ds = TokenDataset(tmp_path, "train", block_size=4)
     clone = pickle.loads(pickle.dumps(ds))
     assert len(pickle.dumps(ds)) < 1000  # paths, not token data
@@ -141,6 +148,47 @@ def test_dataset_pickles_by_reopening_its_shards(tmp_path: Path) -> None:
 def test_rewriting_a_shard_replaces_it_whole(tmp_path: Path) -> None:
     write_shard(tmp_path, "train", 0, DOCS)
     write_shard(tmp_path, "train", 0, [[0, 1, 2], [0, 3]])
+    index_committed_shards(tmp_path, "train")
     ds = TokenDataset(tmp_path, "train", block_size=2)
     assert ds.shards[0].tokens.tolist() == [0, 1, 2, 0, 3]
     assert ds.doc_offsets.tolist() == [0, 3]
+
+
+def test_a_split_opens_from_its_index_without_touching_a_shard(tmp_path: Path) -> None:
+    for k in range(5):
+        write_shard(tmp_path, "train", k, DOCS)
+    index_committed_shards(tmp_path, "train")
+    for k in range(5):  # the dataset would fail on first use of a shard, not at open
+        (tmp_path / f"train-{k:05d}.tokens.bin").unlink()
+        (tmp_path / f"train-{k:05d}.shard.json").unlink()
+    ds = TokenDataset(tmp_path, "train", block_size=4)
+    assert (len(ds), ds.n_tokens, ds.open_shards) == (15, 75, 0)
+    with pytest.raises(FileNotFoundError, match=r"train-00002\.tokens\.bin"):
+        ds[7]
+
+
+def test_at_most_max_open_shards_stay_mapped_and_reads_stay_correct(tmp_path: Path) -> None:
+    docs = {k: [[0, *range(10 * k + 1, 10 * k + 9)]] for k in range(12)}  # 9 tokens, 2 windows
+    for k, shard_docs in docs.items():
+        write_shard(tmp_path, "train", k, shard_docs)
+    index_committed_shards(tmp_path, "train")
+    ds = TokenDataset(tmp_path, "train", block_size=4, max_open_shards=3)
+    order = np.random.default_rng(0).permutation(len(ds))
+    for i in order:
+        k, local = divmod(int(i), 2)
+        assert ds[int(i)].tolist() == docs[k][0][4 * local : 4 * local + 5]
+        assert ds.open_shards <= 3
+    assert [s.info.index for s in ds.shards] == list(range(12))
+    assert ds.open_shards == 3
+
+
+def test_a_split_without_its_index_names_the_stage_to_run(tmp_path: Path) -> None:
+    write_shard(tmp_path, "train", 0, DOCS)
+    with pytest.raises(FileNotFoundError, match=r"train\.index\.json.*tokenize"):
+        TokenDataset(tmp_path, "train", block_size=4)
+
+
+def test_shards_must_be_numbered_without_gaps_to_be_indexed(tmp_path: Path) -> None:
+    write_shard(tmp_path, "train", 1, DOCS)
+    with pytest.raises(ValueError, match=r"not numbered 0\.\.0"):
+        index_committed_shards(tmp_path, "train")

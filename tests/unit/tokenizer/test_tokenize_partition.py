@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from lmforge.tokenizer import TokenDataset, encode_documents, tokenize_partition
+from lmforge.tokenizer import encode_documents, read_shard, tokenize_partition
 
 
 def test_partition_is_encoded_in_batches_into_one_shard_in_order(
@@ -15,10 +15,10 @@ def test_partition_is_encoded_in_batches_into_one_shard_in_order(
 ) -> None:
     info = tokenize_partition(tok, iter(corpus[:50]), tmp_path, "train", 7, batch_size=8)
     expected = [t for doc in encode_documents(tok, corpus[:50]) for t in doc]
-    ds = TokenDataset(tmp_path, "train", block_size=16)
+    shard = read_shard(tmp_path / "train-00007.shard.json")
     assert info.index == 7 and info.n_docs == 50 and info.n_tokens == len(expected)
-    assert ds.shards[0].tokens.tolist() == expected
-    assert len(ds.doc_offsets) == 50
+    assert shard.tokens.tolist() == expected
+    assert len(shard.doc_starts) == 50
 
 
 def test_partition_loads_the_tokenizer_from_its_directory(

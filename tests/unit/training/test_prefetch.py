@@ -11,6 +11,7 @@ from lmforge.pipeline.training.prefetch import BatchPrefetcher
 from lmforge.pipeline.training.sampler import GlobalWindowOrder, WindowSampler, load_batch
 from lmforge.tokenizer.dataset import TokenDataset
 from lmforge.tokenizer.shards import TokenShardWriter
+from lmforge.tokenizer.split_index import index_committed_shards
 
 
 @pytest.fixture
@@ -18,6 +19,7 @@ def dataset(tmp_path):
     rng = np.random.default_rng(0)
     with TokenShardWriter(tmp_path, "train", 0, vocab_size=500) as writer:
         writer.write_documents([rng.integers(1, 500, 40).tolist() for _ in range(30)])
+    index_committed_shards(tmp_path, "train")
     return TokenDataset(tmp_path, "train", block_size=8, max_offset=7)
 
 
@@ -58,3 +60,17 @@ def test_a_failed_read_is_raised_by_next_step(dataset):
     with pytest.raises(OSError, match="disk gone"):
         ahead.next_step()
     ahead.close()
+
+
+def test_the_thread_stops_after_the_steps_it_was_given(dataset):
+    class Counting:
+        reads = 0
+
+        def window_at(self, i, offset):
+            Counting.reads += 1
+            return dataset.window_at(i, offset)
+
+    ahead = BatchPrefetcher(Counting(), sampler(dataset), depth=4, steps=2)
+    ahead.next_step(), ahead.next_step()
+    ahead.close()
+    assert Counting.reads == 2 * 4  # two steps of this rank's 4 windows, none past them

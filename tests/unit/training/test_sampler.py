@@ -14,6 +14,7 @@ from lmforge.pipeline.training.sampler import (
 )
 from lmforge.tokenizer.dataset import TokenDataset
 from lmforge.tokenizer.shards import TokenShardWriter
+from lmforge.tokenizer.split_index import index_committed_shards
 
 
 def _steps(n_windows, seed, world, steps, *, global_batch=8, micro=2, position=0, offset=7):
@@ -114,6 +115,7 @@ def test_data_without_a_single_window_is_an_error_that_says_what_to_do():
 def test_a_batch_predicts_each_token_from_the_ones_before_it_at_its_shift(tmp_path):
     with TokenShardWriter(tmp_path, "train", 0, vocab_size=100) as writer:
         writer.write_documents([list(range(20))])
+    index_committed_shards(tmp_path, "train")
     dataset = TokenDataset(tmp_path, "train", block_size=3, max_offset=2)
     assert len(dataset) == 5  # (20 - 2 spare - 1) // 3: every window also fits shifted by 2
     x, y = load_batch(dataset, MicroBatch(np.array([4, 1]), np.array([0, 2])))
