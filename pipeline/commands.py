@@ -93,11 +93,14 @@ def ui(args: argparse.Namespace, config: dict) -> int:
 def _artifact(config: dict, run_id: str, stage: str) -> Path:
     """A local directory holding `stage`'s artifact of a pipeline run (downloaded if remote)."""
     from lmforge.pipeline.store import open_store
+    from lmforge.pipeline.store_settings import StoreSettings
 
     record = _record(config, run_id)
+    root = _workdir(config).root
     for entry in record.stages:
         if entry.stage == stage and entry.artifact and entry.state in ("ran", "cached"):
-            store = open_store(config["cluster"].get("store_uri"), _workdir(config).root)
+            settings = StoreSettings.from_cluster(config["cluster"], root)
+            store = open_store(config["cluster"].get("store_uri"), root, settings)
             return store.materialize(stage, entry.key)
     raise LmforgeError(
         f"pipeline run {record.run_id} has no {stage} artifact; run `lmforge run` first"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -19,11 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lmforge.pipeline.errors import ArtifactError
 from lmforge.pipeline.estimate_record import metrics as estimate_metrics
 from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
 from lmforge.pipeline.redaction import redact_text, redact_value
 from lmforge.pipeline.stage import StageContext, registered_stages
 from lmforge.pipeline.store import MANIFEST, open_store
+from lmforge.pipeline.store_settings import StoreSettings
 from lmforge.pipeline.tracking import RunTracker
 
 STAGES_PACKAGE = "lmforge.pipeline.stages"
@@ -43,6 +46,8 @@ class StageTask:
     store_uri: str | None
     tracking_uri: str
     mlflow_run_id: str
+    store: StoreSettings | None = None
+    """Block size and node cache (`cluster.store_block_mb`, `cluster.cache`); None: defaults."""
 
 
 def load_stages() -> dict:
@@ -55,21 +60,24 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
     """Run the stage, commit its artifact, finish its MLflow run; returns artifact and summary."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     spec = load_stages()[task.stage]
-    store = open_store(task.store_uri, Path(task.workdir))
+    settings = task.store or StoreSettings.defaults(Path(task.workdir))
+    store = open_store(task.store_uri, Path(task.workdir), settings)
     tracker = RunTracker(task.tracking_uri, task.mlflow_run_id)
     tmp = store.begin(task.stage, task.key)
     reset_peak_rss()  # a reused worker's earlier peaks are not this stage's
     started = time.time()
     try:
-        input_dirs = {name: store.materialize(name, key) for name, key in task.input_keys.items()}
         input_manifests = {
-            name: json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-            for name, path in input_dirs.items()
+            name: _manifest(store, name, key) for name, key in task.input_keys.items()
+        }
+        inputs = {  # opened lazily: with a bucket, files are fetched as the stage reads them
+            name: store.open_input(name, key, input_manifests[name])
+            for name, key in task.input_keys.items()
         }
         ctx = StageContext(
             stage=task.stage,
             config=task.typed_config,
-            inputs=input_dirs,
+            inputs=inputs,
             input_manifests=input_manifests,
             out_dir=tmp,
             tracker=tracker,
@@ -79,10 +87,14 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             mlflow_run_id=task.mlflow_run_id,
             tracking_uri=task.tracking_uri,
             store_uri=task.store_uri,
+            output=store.output(tmp),
+            store=settings,
         )
         summary = spec.fn(ctx) or {}
         finished = time.time()
-        estimate = _estimate_record(task, summary, input_manifests, finished - started, tmp)
+        estimate = _estimate_record(
+            task, summary, input_manifests, finished - started, tmp, ctx.written
+        )
         manifest = {
             "stage": task.stage,
             "key": task.key,
@@ -99,7 +111,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             "duration_s": round(finished - started, 3),
             "estimate": estimate,
         }
-        final = store.commit(tmp, task.stage, task.key, manifest)
+        final = store.commit(tmp, task.stage, task.key, manifest, ctx.written)
     except BaseException as exc:
         store.abort(tmp)
         try:
@@ -114,7 +126,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
     warning = _close_run(
         tracker,
         {**summary, **estimate_metrics(estimate)},
-        lambda: store.materialize(task.stage, task.key) / MANIFEST,
+        lambda: _manifest_file(store, task.stage, task.key),
     )
     return {
         "artifact": str(final),
@@ -125,7 +137,12 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
 
 
 def _estimate_record(
-    task: StageTask, summary: dict, input_manifests: dict, seconds: float, out_dir: Path
+    task: StageTask,
+    summary: dict,
+    input_manifests: dict,
+    seconds: float,
+    out_dir: Path,
+    written: list[dict],
 ) -> dict[str, Any]:
     """Measured time and peak memory next to what `lmforge estimate` predicts for this size."""
     from lmforge.pipeline.estimate_record import cluster_now, directory_bytes, stage_record
@@ -140,8 +157,27 @@ def _estimate_record(
         cluster=cluster_now(),
         workdir=Path(task.workdir),
     )
-    record["measured_artifact_bytes"] = directory_bytes(out_dir)
+    # Files the tasks wrote straight into a bucket are not in the staging directory.
+    elsewhere = sum(e["bytes"] for e in written if not (out_dir / e["path"]).exists())
+    record["measured_artifact_bytes"] = directory_bytes(out_dir) + elsewhere
     return record
+
+
+def _manifest(store, stage: str, key: str) -> dict[str, Any]:
+    manifest = store.manifest(stage, key)
+    if manifest is None:
+        raise ArtifactError(f"{store.path(stage, key)} has no manifest: not a committed artifact")
+    return manifest
+
+
+def _manifest_file(store, stage: str, key: str) -> Path:
+    """The committed manifest as a local file named `manifest.json` (to log it to MLflow)."""
+    local = store.path(stage, key)
+    if isinstance(local, Path) and (local / MANIFEST).is_file():
+        return local / MANIFEST
+    copy = Path(tempfile.mkdtemp(prefix="lmforge-manifest-")) / MANIFEST
+    copy.write_text(json.dumps(store.manifest(stage, key), indent=2, sort_keys=True))
+    return copy
 
 
 CLOSE_RETRY_DELAYS_S = (0.5, 2.0, 5.0)

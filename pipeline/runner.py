@@ -17,6 +17,7 @@ from lmforge.pipeline.ray_runtime import ensure_ray
 from lmforge.pipeline.records import PipelineRecord, RecordBook, StageRecord
 from lmforge.pipeline.redaction import redact_text
 from lmforge.pipeline.store import open_store
+from lmforge.pipeline.store_settings import StoreSettings
 from lmforge.pipeline.tracking import (
     client,
     close_producing_run,
@@ -54,7 +55,9 @@ def plan_for(request: RunRequest) -> tuple[Dag, Plan, Workdir]:
         force.add(request.rerun)
         if request.downstream:
             force |= dag.descendants(request.rerun)
-    store = open_store(request.config["cluster"].get("store_uri"), workdir.root)
+    cluster = request.config["cluster"]
+    settings = StoreSettings.from_cluster(cluster, workdir.root)
+    store = open_store(cluster.get("store_uri"), workdir.root, settings)
     store.check()
     plan = make_plan(
         dag, request.config, store, until=request.until, force=force, verify=request.verify
@@ -73,7 +76,10 @@ def run_pipeline(request: RunRequest) -> PipelineRecord:
 class _Driver:
     def __init__(self, request: RunRequest, dag: Dag, plan: Plan, workdir: Workdir) -> None:
         self.request, self.dag, self.plan, self.workdir = request, dag, plan, workdir
-        self.store = open_store(request.config["cluster"].get("store_uri"), workdir.root)
+        self.settings = StoreSettings.from_cluster(request.config["cluster"], workdir.root)
+        self.store = open_store(
+            request.config["cluster"].get("store_uri"), workdir.root, self.settings
+        )
         self.book = RecordBook(workdir.records)
         cluster = request.config.get("cluster", {})
         self.cluster = cluster
@@ -209,6 +215,7 @@ class _Driver:
             store_uri=self.request.config["cluster"].get("store_uri"),
             tracking_uri=self.tracking_uri,
             mlflow_run_id=run_id,
+            store=self.settings,
         )
         remote = ray.remote(execute_stage).options(
             num_cpus=spec.num_cpus, num_gpus=spec.num_gpus, max_retries=0, name=f"stage:{name}"

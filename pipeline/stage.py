@@ -9,7 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from lmforge.pipeline.artifact_output import ArtifactOutput
+    from lmforge.pipeline.input_artifact import InputPath
+    from lmforge.pipeline.store_settings import StoreSettings
 
 
 class Tracker(Protocol):
@@ -45,12 +50,18 @@ class StageSpec:
 
 @dataclass(slots=True)
 class StageContext:
-    """What a running stage gets: typed config, read-only inputs, an empty output directory."""
+    """What a running stage gets: typed config, read-only inputs, an empty output directory.
+
+    Files the stage writes itself go into `out_dir`. Files its tasks write on other nodes go
+    through `output` (send it to them): each comes back as a manifest entry (size and checksums
+    computed while writing) that the stage hands to `add_files`, so the commit never reads them.
+    """
 
     stage: str
     config: Any
-    inputs: dict[str, Path]
-    """Artifact directory of each upstream stage (read-only)."""
+    inputs: dict[str, Path | InputPath]
+    """Each upstream stage's artifact (read-only): its directory with a local store; with a
+    bucket an `InputPath` that fetches files into the node cache as they are read."""
     input_manifests: dict[str, dict]
     out_dir: Path
     tracker: Tracker
@@ -62,7 +73,24 @@ class StageContext:
     tracking_uri: str | None = None
     store_uri: str | None = None
     """`cluster.store_uri`: None or a path for the local store, else a URI such as s3://..."""
+    output: ArtifactOutput | None = None
+    """Where tasks write the artifact's files, from any node (`artifact_output`)."""
+    store: StoreSettings | None = None
+    """The block size and node cache settings (`store_settings`)."""
+    written: list[dict] = field(default_factory=list)
+    """Manifest entries of the files tasks wrote through `output`."""
     extras: dict[str, Any] = field(default_factory=dict)
+
+    def add_files(self, entries: list[dict] | dict) -> None:
+        """Record files written through `output` (their entries, as the writers returned them)."""
+        self.written.extend([entries] if isinstance(entries, dict) else entries)
+
+    def keep_for_resume(self) -> None:
+        """Keep what the tasks wrote if this run dies, for the next run of the same key to
+        continue from (the stage tracks which tasks finished itself)."""
+        from lmforge.pipeline.temporaries import RESUMABLE_MARKER
+
+        (self.out_dir / RESUMABLE_MARKER).write_text("")
 
     def shared_location(self, *parts: str) -> str:
         """A path or URI for data kept outside artifacts (checkpoints, Ray Train storage) that

@@ -79,6 +79,17 @@ def owner_alive(owner: dict[str, Any]) -> bool | None:
     return ticks is not None and ticks == owner.get("start_ticks")
 
 
+def held_by_live_owner(tmp: Path) -> bool:
+    """Whether a process that may still run (here, or on another host) owns `tmp`."""
+    try:
+        owner = json.loads((tmp / OWNER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(owner, dict) or "pid" not in owner:
+        return False
+    return owner_alive(owner) is not False
+
+
 def is_abandoned(tmp: Path, now: float | None = None) -> bool:
     """Whether `tmp` is the work of a dead process that no later run will resume from."""
     if (tmp / RESUMABLE_MARKER).exists():

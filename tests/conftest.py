@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -38,15 +39,16 @@ def workdir(tmp_path):
     return path
 
 
-@pytest.fixture
-def s3():
-    """A real S3-compatible server (moto) on 127.0.0.1 with a bucket `lmforge`: (env, client)."""
+@contextlib.contextmanager
+def s3_server():
+    """A real S3-compatible server (moto, counting what it serves: `counting_s3`) on 127.0.0.1
+    with a bucket `lmforge`: (env, client)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    server = Path(sys.executable).parent / "moto_server"
+    server = Path(__file__).parent / "counting_s3.py"
     proc = subprocess.Popen(
-        [str(server), "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, str(server), str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -79,6 +81,29 @@ def s3():
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture
+def s3():
+    """A fresh S3 server for the test (see `s3_server`)."""
+    with s3_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def s3_module():
+    """One S3 server for a module's tests, which keep to prefixes of their own."""
+    with s3_server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_env(s3_module, monkeypatch):
+    """The module's S3 server with its credentials in this test's environment: (env, client)."""
+    env, client = s3_module
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env, client
 
 
 @pytest.fixture

@@ -91,16 +91,18 @@ class TokenDataset:
         max_offset: int = 0,
         max_open_shards: int = MAX_OPEN_SHARDS,
     ) -> None:
-        """`source` is the directory of the split's shards and index. `max_offset` > 0 keeps that
-        many tokens of each shard spare, so that every window can also be read shifted by up to
-        `max_offset` tokens (`window_at`): the same windows, new boundaries."""
+        """`source` is the directory of the split's shards and index: a path, or a path-like
+        object with `glob` (a store's input artifact that fetches files as they are read) used as
+        it is. `max_offset` > 0 keeps that many tokens of each shard spare, so that every window
+        can also be read shifted by up to `max_offset` tokens (`window_at`): the same windows, new
+        boundaries."""
         if block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         if not 0 <= max_offset <= block_size:
             raise ValueError(f"max_offset must be in [0, block_size], got {max_offset}")
         if max_open_shards < 1:
             raise ValueError(f"max_open_shards must be >= 1, got {max_open_shards}")
-        self.directory = Path(source)
+        self.directory = source if hasattr(source, "glob") else Path(source)
         self.split = split
         self.block_size = block_size
         self.max_offset = max_offset

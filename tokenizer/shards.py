@@ -222,11 +222,17 @@ def read_shard_info(header: str | Path) -> ShardInfo:
 
 
 def map_tokens(path: Path, info: ShardInfo) -> np.ndarray:
-    """The token stream of the shard `info` describes, memory-mapped read-only from `path`."""
+    """The token stream of the shard `info` describes, memory-mapped read-only from `path`.
+
+    A path that fetches its file on demand (one with a `memmap` method, as a store's input read
+    through the node cache) maps only the ranges that are sliced."""
     dtype = np.dtype(info.dtype).newbyteorder("<")
     _check_size(path, info.n_tokens * dtype.itemsize)
     if not info.n_tokens:
         return np.zeros(0, dtype=dtype)
+    lazy = getattr(path, "memmap", None)
+    if lazy is not None:
+        return lazy(dtype, info.n_tokens)
     return np.memmap(path, dtype=dtype, mode="r", shape=(info.n_tokens,))
 
 

@@ -7,14 +7,17 @@ import numpy as np
 from lmforge.pipeline.dedup.groups import equal_key_runs, smallest_id_first
 from lmforge.pipeline.dedup.index import IndexReader
 from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
-from lmforge.pipeline.task_markers import save_array
+from lmforge.pipeline.shared_dir import LOCAL, SharedDir
 
 
-def exact_partition(index_dir: str, units: list[int], lo: int, hi: int, out: str) -> dict:
+def exact_partition(
+    index_dir: str, units: list[int], lo: int, hi: int, out: str, shared: SharedDir = LOCAL
+) -> dict:
     """Write `out` (.npy, 2 x k int64: removed nodes, the nodes kept in their place) for the
-    documents whose hash lies in [lo, hi); returns k and the task's peak memory."""
+    documents whose hash lies in [lo, hi); returns k and the task's peak memory. `shared`: the
+    work directory the files are in, when nodes reach it through a bucket."""
     reset_peak_rss()
-    reader = IndexReader(index_dir)
+    reader = IndexReader(index_dir, shared.fetch)
     parts = [reader.exact_range(unit, lo, hi) for unit in units]
     keys = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
     nodes = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
@@ -28,5 +31,5 @@ def exact_partition(index_dir: str, units: list[int], lo: int, hi: int, out: str
         if removed
         else np.zeros((2, 0), np.int64)
     )
-    save_array(out, pairs)
+    shared.save_array(out, pairs)
     return {"pairs": pairs.shape[1], "peak_rss_bytes": task_peak_rss_bytes()}

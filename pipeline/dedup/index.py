@@ -15,6 +15,7 @@ signature by offset, so nothing is loaded whole.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +72,11 @@ def write_unit_index(
     np.save(out / "band_rows.npy", rows)
 
 
+def unit_index_files(directory: Path, unit: int) -> list[Path]:
+    """The files `write_unit_index` wrote for `unit`."""
+    return sorted(p for p in unit_dir(directory, unit).iterdir() if p.is_file())
+
+
 def key_ranges(partitions: int) -> list[tuple[int, int]]:
     """The 64-bit key space cut into `partitions` equal [lo, hi) ranges."""
     bounds = [KEY_SPACE * p // partitions for p in range(partitions + 1)]
@@ -80,15 +86,18 @@ def key_ranges(partitions: int) -> list[tuple[int, int]]:
 class IndexReader:
     """Memory-mapped access to the indexes of every unit under `directory`."""
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, fetch: Callable[[Path], Path] | None = None) -> None:
+        """`fetch` turns a file's path under `directory` into a local path to read (a work
+        directory shared through a bucket fetches it on first use); default: the path itself."""
         self.directory = Path(directory)
+        self.fetch = fetch or (lambda path: path)
         self._arrays: dict[tuple[int, str], np.ndarray] = {}
         self._signature_files: dict[int, tuple[int, int, int]] = {}
 
     def _array(self, unit: int, name: str) -> np.ndarray:
         key = (unit, name)
         if key not in self._arrays:
-            path = unit_dir(self.directory, unit) / name
+            path = self.fetch(unit_dir(self.directory, unit) / name)
             if name == "ids.bin":
                 empty = path.stat().st_size == 0  # numpy cannot map an empty file
                 self._arrays[key] = np.zeros(0, np.uint8) if empty else np.memmap(path, "u1", "r")
@@ -143,7 +152,7 @@ class IndexReader:
     def _signature_file(self, unit: int) -> tuple[int, int, int]:
         """(file descriptor, data offset, values per row) of a unit's `signatures.npy`."""
         if unit not in self._signature_files:
-            path = unit_dir(self.directory, unit) / "signatures.npy"
+            path = self.fetch(unit_dir(self.directory, unit) / "signatures.npy")
             with open(path, "rb") as handle:
                 version = np.lib.format.read_magic(handle)
                 read_header = (

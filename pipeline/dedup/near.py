@@ -12,7 +12,7 @@ import numpy as np
 from lmforge.pipeline.dedup.groups import equal_key_runs, smallest_id_first
 from lmforge.pipeline.dedup.index import IndexReader
 from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
-from lmforge.pipeline.task_markers import save_array
+from lmforge.pipeline.shared_dir import LOCAL, SharedDir
 
 VERIFY_CHUNK = 65536
 
@@ -26,19 +26,21 @@ def band_partition(
     exact_removed: list[str],
     threshold: float,
     out: str,
+    shared: SharedDir = LOCAL,
 ) -> dict:
     """Write `out` (.npy, 2 x k int64: anchor and member nodes of each edge); returns k and the
     task's peak memory.
 
     `exact_removed`: the exact step's outputs; those documents take no part, as in memory.
+    `shared`: the work directory the files are in, when nodes reach it through a bucket.
     """
     reset_peak_rss()
-    reader = IndexReader(index_dir)
+    reader = IndexReader(index_dir, shared.fetch)
     parts = [reader.band_range(unit, band, lo, hi) for unit in units]
     keys = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
     nodes = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
     if exact_removed and len(nodes):
-        gone = np.concatenate([np.load(f, allow_pickle=False)[0] for f in exact_removed])
+        gone = np.concatenate([shared.load_array(f)[0] for f in exact_removed])
         keep = ~np.isin(nodes, gone)
         keys, nodes = keys[keep], nodes[keep]
     anchors, members = [], []
@@ -47,7 +49,7 @@ def band_partition(
         anchors.append(np.full(len(ordered) - 1, ordered[0], np.int64))
         members.append(ordered[1:])
     if not anchors:
-        save_array(out, np.zeros((2, 0), np.int64))
+        shared.save_array(out, np.zeros((2, 0), np.int64))
         return {"edges": 0, "peak_rss_bytes": task_peak_rss_bytes()}
     edges = np.stack([np.concatenate(anchors), np.concatenate(members)])
     if threshold > 0:
@@ -57,5 +59,5 @@ def band_partition(
             equal = reader.signatures(chunk[0]) == reader.signatures(chunk[1])
             keep[start : start + VERIFY_CHUNK] = equal.mean(axis=1) >= threshold
         edges = edges[:, keep]
-    save_array(out, edges)
+    shared.save_array(out, edges)
     return {"edges": edges.shape[1], "peak_rss_bytes": task_peak_rss_bytes()}

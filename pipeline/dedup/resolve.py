@@ -12,7 +12,7 @@ import numpy as np
 from lmforge.pipeline.dedup.index import IndexReader, split_node
 from lmforge.pipeline.filters.minhash import union_find_roots
 from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
-from lmforge.pipeline.task_markers import save_array
+from lmforge.pipeline.shared_dir import LOCAL, SharedDir
 
 EXACT, NEAR = 0, 1
 KINDS = {EXACT: "exact_duplicate", NEAR: "near_duplicate"}
@@ -22,18 +22,24 @@ def remove_list_path(directory: Path, unit: int) -> Path:
     return directory / f"remove-u{unit:06d}.npy"
 
 
-def resolve(index_dir: str, exact_files: list[str], edge_files: list[str], out_dir: str) -> dict:
+def resolve(
+    index_dir: str,
+    exact_files: list[str],
+    edge_files: list[str],
+    out_dir: str,
+    shared: SharedDir = LOCAL,
+) -> dict:
     """Write `remove-u<unit>.npy` (3 x k int64: row, kind, kept node) for every unit that loses
     documents; returns the counts by kind and the task's peak memory."""
     reset_peak_rss()
-    reader = IndexReader(index_dir)
+    reader = IndexReader(index_dir, shared.fetch)
     removed, kept, kinds = [], [], []
     for path in exact_files:
-        pairs = np.load(path, allow_pickle=False)
+        pairs = shared.load_array(path)
         removed.append(pairs[0])
         kept.append(pairs[1])
         kinds.append(np.full(pairs.shape[1], EXACT, np.int64))
-    edges = [np.load(p, allow_pickle=False) for p in edge_files]
+    edges = [shared.load_array(p) for p in edge_files]
     edges = np.unique(np.concatenate(edges, axis=1), axis=1) if edges else np.zeros((2, 0), int)
     if edges.shape[1]:
         nodes = np.unique(edges)
@@ -58,6 +64,6 @@ def resolve(index_dir: str, exact_files: list[str], edge_files: list[str], out_d
     for start, stop in zip(starts, [*starts[1:], len(order)], strict=True):
         pick = order[start:stop]
         rows_kinds_kept = np.stack([rows[pick], kinds[pick], kept[pick]])
-        save_array(remove_list_path(out, int(units[pick[0]])), rows_kinds_kept)
+        shared.save_array(remove_list_path(out, int(units[pick[0]])), rows_kinds_kept)
     by_kind = {name: int((kinds == kind).sum()) for kind, name in KINDS.items()}
     return {**by_kind, "peak_rss_bytes": task_peak_rss_bytes()}

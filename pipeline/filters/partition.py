@@ -22,7 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lmforge.pipeline.dedup.index import IndexReader, write_unit_index
+from lmforge.pipeline.artifact_output import ArtifactOutput
+from lmforge.pipeline.dedup.index import IndexReader, unit_index_files, write_unit_index
 from lmforge.pipeline.dedup.resolve import KINDS, remove_list_path
 from lmforge.pipeline.filters.base import DroppedDocument
 from lmforge.pipeline.filters.chain import build_filter_chain, chain_counts, run_chain
@@ -30,11 +31,11 @@ from lmforge.pipeline.filters.dedup_exact import ExactDeduplicator
 from lmforge.pipeline.filters.document import Document
 from lmforge.pipeline.filters.minhash import MinHashDeduplicator
 from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
+from lmforge.pipeline.shared_dir import SharedDir
 from lmforge.pipeline.sources.config import DataConfig
 from lmforge.pipeline.sources.files import SourceError
 from lmforge.pipeline.sources.parquet_shards import SCHEMA, split_of
 from lmforge.pipeline.sources.read_plan import ReadUnit, read_documents
-from lmforge.pipeline.task_markers import mark_done
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +59,9 @@ DUPLICATES_DIR = "duplicates.parquet"
 """Every removed duplicate with the id kept in its place, one file per read unit."""
 
 
-@dataclass(frozen=True, slots=True)
-class CleanDirs:
-    """The stage's work directory, kept across an interruption so a rerun resumes from it."""
-
-    root: str
+class CleanDirs(SharedDir):
+    """The stage's work directory, kept across an interruption so a rerun resumes from it; on
+    shared storage, or shared through the bucket (`SharedDir`)."""
 
     def _sub(self, name: str) -> str:
         return str(Path(self.root) / name)
@@ -83,27 +82,12 @@ class CleanDirs:
         return self._sub("removals")
 
     @property
-    def excluded(self) -> str:
-        """The artifact's `excluded.parquet/`, one file per unit."""
-        return self._sub("excluded")
-
-    @property
-    def duplicates(self) -> str:
-        """The artifact's `duplicates.parquet/`, one file per unit."""
-        return self._sub("duplicates")
-
-    @property
-    def shards(self) -> str:
-        """The artifact's output shards."""
-        return self._sub("shards")
-
-    @property
     def done(self) -> str:
         """Completion markers of finished tasks (`pipeline/task_markers.py`)."""
         return self._sub("done")
 
     def make(self) -> None:
-        for name in ("parts", "index", "removals", "excluded", "duplicates", "shards", "done"):
+        for name in ("parts", "index", "removals", "done"):
             Path(self._sub(name)).mkdir(parents=True, exist_ok=True)
 
     def filter_marker(self, unit: int) -> Path:
@@ -111,6 +95,9 @@ class CleanDirs:
 
     def split_marker(self, unit: int) -> Path:
         return Path(self.done) / f"split-{unit:05d}.json"
+
+    def shard_marker(self, name: str) -> Path:
+        return Path(self.done) / f"shard-{name}.json"
 
 
 @dataclass(slots=True)
@@ -130,6 +117,8 @@ class FilteredPartition:
     """The task's peak resident memory."""
     node_id: str = ""
     """The Ray node that ran the task."""
+    files: list[dict] = field(default_factory=list)
+    """Manifest entries of the artifact files it wrote (its `excluded.parquet/` part)."""
 
 
 def part_path(parts_dir: Path, index: int) -> Path:
@@ -164,10 +153,13 @@ class _UnitReader:
                 self.before_errors += read
 
 
-def filter_unit(unit: ReadUnit, cfg: DataConfig, dirs: CleanDirs, limit: int = 0):
-    """Read `unit`, run the chain over it in batches; keep survivors, exclusions and the unit's
-    dedup index on disk."""
+def filter_unit(
+    unit: ReadUnit, cfg: DataConfig, dirs: CleanDirs, output: ArtifactOutput, limit: int = 0
+):
+    """Read `unit`, run the chain over it in batches; keep survivors and the unit's dedup index
+    in the work directory, and write its exclusions into the artifact."""
     reset_peak_rss()
+    dirs.make()  # on a node that had no mirror of the work directory yet
     excluded: list[DroppedDocument] = []
     chain = build_filter_chain(cfg.filters, exclusion_sink=excluded.append)
     exact = ExactDeduplicator(cfg.dedup.exact)
@@ -180,11 +172,8 @@ def filter_unit(unit: ReadUnit, cfg: DataConfig, dirs: CleanDirs, limit: int = 0
         pq.ParquetWriter(
             part_path(Path(dirs.parts), unit.index), PART_SCHEMA, compression="zstd"
         ) as kept,
-        pq.ParquetWriter(
-            Path(dirs.excluded) / f"part-{unit.index:05d}.parquet",
-            EXCLUDED_SCHEMA,
-            compression="zstd",
-        ) as dropped,
+        output.open(f"{EXCLUDED_DIR}/part-{unit.index:05d}.parquet") as excluded_file,
+        pq.ParquetWriter(excluded_file, EXCLUDED_SCHEMA, compression="zstd") as dropped,
     ):
         while batch := list(islice(documents, cfg.partition_docs)):
             survivors = list(run_chain(batch, chain, batch_size=len(batch)))
@@ -217,6 +206,8 @@ def filter_unit(unit: ReadUnit, cfg: DataConfig, dirs: CleanDirs, limit: int = 0
         _stacked(signatures, cfg.dedup.near.num_perm, np.uint32) if near else None,
         _stacked(band_keys, cfg.dedup.near.bands, np.uint64) if near else None,
     )
+    dirs.publish(part_path(Path(dirs.parts), unit.index))
+    dirs.publish(*unit_index_files(Path(dirs.index), unit.index))
     result = FilteredPartition(
         index=unit.index,
         docs_in=reader.docs_in,
@@ -226,8 +217,9 @@ def filter_unit(unit: ReadUnit, cfg: DataConfig, dirs: CleanDirs, limit: int = 0
         docs_before_file_errors=reader.before_errors,
         peak_rss_bytes=task_peak_rss_bytes(),
         node_id=_node_id(),
+        files=[excluded_file.entry],
     )
-    mark_done(dirs.filter_marker(unit.index), asdict(result))
+    dirs.mark_done(dirs.filter_marker(unit.index), asdict(result))
     return result
 
 
@@ -245,12 +237,13 @@ def kept_path(parts_dir: str | Path, index: int, split: str) -> Path:
     return Path(parts_dir) / f"kept-{index:05d}-{split}.parquet"
 
 
-def split_unit(index: int, cfg: DataConfig, dirs: CleanDirs) -> dict:
+def split_unit(index: int, cfg: DataConfig, dirs: CleanDirs, output: ArtifactOutput) -> dict:
     """Drop this unit's duplicates (recorded with the id kept in their place) and write its kept
     documents, train and val apart, in row groups small enough for `plan_shards` to cut output
     shards near `data.shard_mb`; returns the removals by kind and each split's row groups as
     (rows, compressed bytes)."""
     reset_peak_rss()
+    dirs.make()
     removed = _removed_rows(index, dirs)
     group_bytes = max(1, int(cfg.shard_mb * 2**20 * GROUP_SHARE * TEXT_TO_ZSTD))
     writers = {
@@ -269,7 +262,7 @@ def split_unit(index: int, cfg: DataConfig, dirs: CleanDirs) -> dict:
             )
         buffers[split], sizes[split] = [], 0
 
-    part = pq.ParquetFile(part_path(Path(dirs.parts), index))
+    part = pq.ParquetFile(dirs.fetch(part_path(Path(dirs.parts), index)))
     for batch in part.iter_batches(batch_size=cfg.partition_docs):
         for row in batch.to_pylist():
             number, row_number = row_number, row_number + 1
@@ -299,24 +292,31 @@ def split_unit(index: int, cfg: DataConfig, dirs: CleanDirs) -> dict:
             (meta.row_group(g).num_rows, _compressed_bytes(meta.row_group(g)))
             for g in range(meta.num_row_groups)
         ]
-    pq.write_table(
-        pa.Table.from_pylist(duplicates, schema=DUPLICATES_SCHEMA),
-        Path(dirs.duplicates) / f"part-{index:05d}.parquet",
-        compression="zstd",
-    )
+    dirs.publish(*(kept_path(dirs.parts, index, split) for split in writers))
+    with output.open(f"{DUPLICATES_DIR}/part-{index:05d}.parquet") as duplicates_file:
+        pq.write_table(
+            pa.Table.from_pylist(duplicates, schema=DUPLICATES_SCHEMA),
+            duplicates_file,
+            compression="zstd",
+        )
     by_kind = {kind: sum(d["kind"] == kind for d in duplicates) for kind in KINDS.values()}
-    result = {"removed": by_kind, "groups": groups, "peak_rss_bytes": task_peak_rss_bytes()}
-    mark_done(dirs.split_marker(index), result)
+    result = {
+        "removed": by_kind,
+        "groups": groups,
+        "peak_rss_bytes": task_peak_rss_bytes(),
+        "files": [duplicates_file.entry],
+    }
+    dirs.mark_done(dirs.split_marker(index), result)
     return result
 
 
 def _removed_rows(index: int, dirs: CleanDirs) -> dict[int, tuple[str, str]]:
     """row -> (kind, kept id) of this unit's removed duplicates."""
     removal_file = remove_list_path(Path(dirs.removals), index)
-    if not removal_file.exists():
+    if not dirs.exists(removal_file):
         return {}
-    rows, kinds, kept_nodes = np.load(removal_file, allow_pickle=False)
-    kept_ids = IndexReader(dirs.index).ids(kept_nodes)
+    rows, kinds, kept_nodes = dirs.load_array(removal_file)
+    kept_ids = IndexReader(dirs.index, dirs.fetch).ids(kept_nodes)
     return {
         int(r): (KINDS[int(k)], i.decode("utf-8", errors="surrogateescape"))
         for r, k, i in zip(rows, kinds, kept_ids, strict=True)

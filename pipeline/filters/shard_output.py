@@ -3,18 +3,17 @@
 Each unit's kept documents sit in small row groups (`partition.split_unit`); `plan_shards` walks
 them in corpus order and closes a shard where its compressed size comes nearest `data.shard_mb`, so
 shard sizes do not depend on how the corpus was cut into tasks; `write_shard` (a task) copies its
-row groups into one file.
+row groups into one file of the artifact.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from lmforge.pipeline.filters.partition import kept_path
+from lmforge.pipeline.artifact_output import ArtifactOutput
+from lmforge.pipeline.filters.partition import CleanDirs, kept_path
 from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
 from lmforge.pipeline.sources.parquet_shards import SCHEMA
 
@@ -65,16 +64,19 @@ def shard_description(plan: ShardPlan) -> dict:
     return {"file": plan.name, "split": plan.split, "rows": plan.rows}
 
 
-def write_shard(plan: ShardPlan, parts_dir: str, out_dir: str) -> dict:
-    """Copy the plan's row groups into `out_dir/<name>` (which exists only once whole); returns
-    the task's peak resident memory."""
+def write_shard(plan: ShardPlan, dirs: CleanDirs, output: ArtifactOutput) -> dict:
+    """Copy the plan's row groups into the artifact's `<name>` (straight into the store, where
+    it exists only once whole); marks the task done with the file's manifest entry and the
+    task's peak resident memory, which it returns."""
     reset_peak_rss()
-    target = Path(out_dir) / plan.name
-    partial = target.with_name(f".{plan.name}.partial-{os.getpid()}")
-    with pq.ParquetWriter(partial, SCHEMA, compression="zstd") as writer:
+    with (
+        output.open(plan.name) as target,
+        pq.ParquetWriter(target, SCHEMA, compression="zstd") as writer,
+    ):
         for unit, groups in plan.groups:
-            source = pq.ParquetFile(kept_path(parts_dir, unit, plan.split))
+            source = pq.ParquetFile(dirs.fetch(kept_path(dirs.parts, unit, plan.split)))
             for group in groups:
                 writer.write_table(source.read_row_group(group), row_group_size=1 << 30)
-    os.replace(partial, target)
-    return task_peak_rss_bytes()
+    result = {"file": target.entry, "peak_rss_bytes": task_peak_rss_bytes()}
+    dirs.mark_done(dirs.shard_marker(plan.name), result)
+    return result

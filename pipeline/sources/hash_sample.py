@@ -86,7 +86,9 @@ class HashSample:
         exclude_sources: tuple[str, ...] = (),
         batch_size: int = 1024,
     ) -> None:
-        self.clean_dir, self.split, self.sample_bytes = Path(clean_dir), split, sample_bytes
+        # A store input (with `glob`) stays one, so only the split's shards are fetched.
+        self.clean_dir = clean_dir if hasattr(clean_dir, "glob") else Path(clean_dir)
+        self.split, self.sample_bytes = split, sample_bytes
         self.exclude, self.batch_size = exclude_sources, batch_size
         self.split_docs = self.split_bytes = self.docs = self.bytes = 0
 

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
 from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lmforge.pipeline.errors import LmforgeError
+from lmforge.pipeline.filters.work_dir import open_work_dir, plan_record
 from lmforge.pipeline.proc_stats import bytes_read, reset_peak_rss, task_peak_rss_bytes
 from lmforge.pipeline.sources.config import DataConfig
 from lmforge.pipeline.sources.read_plan import (
@@ -31,10 +29,10 @@ from lmforge.pipeline.sources.read_plan import (
     ranges_to_count,
 )
 from lmforge.pipeline.stage import StageContext, stage
-from lmforge.pipeline.task_markers import done_result, mark_done
 from lmforge.pipeline.typed_config import from_mapping
 
 if TYPE_CHECKING:
+    from lmforge.pipeline.artifact_output import ArtifactOutput
     from lmforge.pipeline.filters.partition import CleanDirs
 
 log = logging.getLogger(__name__)
@@ -53,36 +51,8 @@ def plan_units(cfg: DataConfig) -> list[ReadUnit]:
     return _with_line_numbers(units)
 
 
-def plan_record(units: list[ReadUnit]) -> dict:
-    """What a resumed run must find unchanged: the units, and each source file's size and
-    modification time."""
-    files = {}
-    for unit in units:
-        for piece in unit.pieces:
-            if Path(piece.path).is_file():
-                stat = Path(piece.path).stat()
-                files[piece.path] = [stat.st_size, stat.st_mtime_ns]
-    return json.loads(json.dumps({"units": [asdict(u) for u in units], "files": files}))
-
-
-def open_work_dir(ctx: StageContext, record: dict) -> CleanDirs:
-    """The key's work directory, resumed when an earlier run of the same plan left one."""
-    from lmforge.pipeline.filters.partition import CleanDirs
-
-    root = ctx.workdir / "resume" / "clean" / ctx.key
-    if root.exists() and done_result(root / "plan.json") != record:
-        log.warning("clean: the sources changed since the interrupted run; starting over")
-        shutil.rmtree(root)
-    elif root.exists():
-        log.info("clean: resuming the interrupted run's finished tasks from %s", root)
-    dirs = CleanDirs(str(root))
-    dirs.make()
-    mark_done(root / "plan.json", record)
-    return dirs
-
-
 def filter_all_units(
-    cfg: DataConfig, dirs: CleanDirs, units: list[ReadUnit], counts: Counter
+    cfg: DataConfig, dirs: CleanDirs, output: ArtifactOutput, units: list[ReadUnit], counts: Counter
 ) -> list:
     """Phase 1: read and filter the units in Ray tasks, reusing those an interrupted run
     finished; results in unit order. Tasks in flight follow the cluster's CPUs as nodes come
@@ -96,8 +66,8 @@ def filter_all_units(
     results = []
 
     def finished(unit: ReadUnit) -> FilteredPartition | None:
-        record = done_result(dirs.filter_marker(unit.index))
-        if record is None:
+        record = dirs.done_result(dirs.filter_marker(unit.index))
+        if record is None or not all(map(output.holds, record["files"])):
             return None
         counts["units_resumed"] += 1
         return FilteredPartition(**record)
@@ -107,7 +77,7 @@ def filter_all_units(
             left = cfg.max_docs - sum(r.docs_in for r in results)
             if left <= 0:
                 break
-            results += [finished(unit) or _get([remote.remote(unit, cfg, dirs, left)])[0]]
+            results += [finished(unit) or _get([remote.remote(unit, cfg, dirs, output, left)])[0]]
     else:
         in_flight: list = []
         for unit in units:
@@ -117,7 +87,7 @@ def filter_all_units(
             while len(in_flight) >= 2 * _cluster_cpus():
                 done, in_flight = ray.wait(in_flight, num_returns=1)
                 results += _get(done)
-            in_flight.append(remote.remote(unit, cfg, dirs))
+            in_flight.append(remote.remote(unit, cfg, dirs, output))
         results += _get(in_flight)
     for r in results:
         counts["docs_in"] += r.docs_in
@@ -181,9 +151,9 @@ def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> dict[str, li
         exact_files = [str(work / f"exact-{p:05d}.npy") for p in range(len(ranges))]
         found = _get(
             [
-                task.remote(dirs.index, units, lo, hi, out)
+                task.remote(dirs.index, units, lo, hi, out, shared=dirs)
                 for (lo, hi), out in zip(ranges, exact_files, strict=True)
-                if not Path(out).exists()  # finished by an interrupted run
+                if not dirs.exists(out)  # finished by an interrupted run
             ]
         )
         peaks["exact"] = [f["peak_rss_bytes"] for f in found]
@@ -194,7 +164,7 @@ def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> dict[str, li
         for band in range(cfg.dedup.near.bands):
             for p, (lo, hi) in enumerate(ranges):
                 edge_files.append(str(work / f"edges-b{band:03d}-{p:05d}.npy"))
-                if Path(edge_files[-1]).exists():
+                if dirs.exists(edge_files[-1]):
                     continue
                 jobs.append(
                     task.remote(
@@ -206,15 +176,16 @@ def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> dict[str, li
                         exact_files,
                         cfg.dedup.near.threshold,
                         edge_files[-1],
+                        shared=dirs,
                     )
                 )
         peaks["near"] = [f["peak_rss_bytes"] for f in _get(jobs)]
     marker = Path(dirs.done) / "resolve.json"
-    if done_result(marker) is None:
+    if dirs.done_result(marker) is None:
         task = ray.remote(resolve).options(num_cpus=1)
-        counts = _get([task.remote(dirs.index, exact_files, edge_files, dirs.removals)])[0]
-        mark_done(marker, counts)
-    peaks["resolve"] = [done_result(marker)["peak_rss_bytes"]]
+        job = task.remote(dirs.index, exact_files, edge_files, dirs.removals, shared=dirs)
+        dirs.mark_done(marker, _get([job])[0])
+    peaks["resolve"] = [dirs.done_result(marker)["peak_rss_bytes"]]
     return peaks
 
 
@@ -224,7 +195,7 @@ def clean(ctx: StageContext) -> dict:
 
     from lmforge.pipeline.filters.base import FilterCounts
     from lmforge.pipeline.filters.chain import dropped_by_reason, merge_chain_counts
-    from lmforge.pipeline.filters.partition import DUPLICATES_DIR, EXCLUDED_DIR, split_unit
+    from lmforge.pipeline.filters.partition import split_unit
     from lmforge.pipeline.filters.shard_output import (
         plan_shards,
         shard_description,
@@ -238,25 +209,37 @@ def clean(ctx: StageContext) -> dict:
     reset_peak_rss()  # this stage may run in a reused Ray worker
     units = plan_units(cfg)
     dirs = open_work_dir(ctx, plan_record(units))
-    results = filter_all_units(cfg, dirs, units, counts)
+    results = filter_all_units(cfg, dirs, ctx.output, units, counts)
     peaks = {"filter": [r.peak_rss_bytes for r in results], **deduplicate(cfg, dirs, results)}
     task = ray.remote(split_unit).options(num_cpus=1)
-    written = {r.index: done_result(dirs.split_marker(r.index)) for r in results}
+    written = {
+        r.index: finished_task(dirs, dirs.split_marker(r.index), ctx.output) for r in results
+    }
     todo = [i for i, w in written.items() if w is None]
-    written.update(zip(todo, _get([task.remote(i, cfg, dirs) for i in todo]), strict=True))
+    jobs = [task.remote(i, cfg, dirs, ctx.output) for i in todo]
+    written.update(zip(todo, _get(jobs), strict=True))
     plans = plan_shards(
         {i: part["groups"] for i, part in written.items()}, max(1, int(cfg.shard_mb * 2**20))
     )
     task = ray.remote(write_shard).options(num_cpus=1)
-    todo_plans = [p for p in plans if not (Path(dirs.shards) / p.name).exists()]
-    peaks["shard"] = _get([task.remote(plan, dirs.parts, dirs.shards) for plan in todo_plans])
+    copied = {p.name: finished_task(dirs, dirs.shard_marker(p.name), ctx.output) for p in plans}
+    todo_plans = [p for p in plans if copied[p.name] is None]
+    copied.update(
+        zip(
+            [p.name for p in todo_plans],
+            _get([task.remote(plan, dirs, ctx.output) for plan in todo_plans]),
+            strict=True,
+        )
+    )
+    peaks["shard"] = [c["peak_rss_bytes"] for c in copied.values()]
     peaks["split"] = [w["peak_rss_bytes"] for w in written.values()]
     shards = [shard_description(plan) for plan in plans]
-    for plan in plans:
-        os.replace(Path(dirs.shards) / plan.name, ctx.out_dir / plan.name)
-    os.replace(dirs.excluded, ctx.out_dir / EXCLUDED_DIR)
-    os.replace(dirs.duplicates, ctx.out_dir / DUPLICATES_DIR)
-    shutil.rmtree(dirs.root)
+    ctx.add_files(
+        [e for r in results for e in r.files]
+        + [e for w in written.values() for e in w["files"]]
+        + [c["file"] for c in copied.values()]
+    )
+    dirs.remove()
     steps = merge_chain_counts(
         [{k: FilterCounts.from_dict(v) for k, v in r.counts.items()} for r in results]
     )
@@ -320,6 +303,16 @@ def clean(ctx: StageContext) -> dict:
         }
     )
     return summary
+
+
+def finished_task(dirs: CleanDirs, marker: Path, output: ArtifactOutput) -> dict | None:
+    """What a task of an interrupted run recorded, if the artifact files it wrote (its
+    `files`, or its `file`) are all still there."""
+    record = dirs.done_result(marker)
+    if record is None:
+        return None
+    files = record["files"] if "files" in record else [record["file"]]
+    return record if all(map(output.holds, files)) else None
 
 
 def _mb_since(start: int | None, end: int | None) -> float | None:

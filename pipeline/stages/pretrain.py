@@ -82,8 +82,10 @@ def pretrain(ctx: StageContext) -> dict:
     summary = run_pretraining(
         model_cfg=model_cfg,
         train_cfg=ctx.config.train,
-        data_dir=str(ctx.input("tokenize")),
-        sample_index_dir=str(ctx.input("sample_index")),
+        # With a bucket store, InputPaths: each worker streams the token shards (and maps the
+        # sample index) through its own node's cache, needing no shared filesystem nor this node.
+        data_dir=ctx.input("tokenize"),
+        sample_index_dir=ctx.input("sample_index"),
         out_dir=str(ctx.out_dir / "model"),
         checkpoint_dir=checkpoint_dir,
         storage_path=ctx.shared_location("ray_storage"),

@@ -7,15 +7,23 @@ the convention of `lmforge.tokenizer.convention`). When every task is done, the 
 each split's index (`lmforge.tokenizer.split_index`) from the tasks' small summaries, so readers
 open a split without opening its shards. Windows of block_size+1 are cut at training time, so
 this stage does not depend on the model's block size.
+
+Each task, on whatever node it lands, reads its clean shards and the tokenizer itself (from a
+bucket: through that node's cache), writes its token shard in a local scratch directory and puts
+the files into the store through `ctx.output`; only counts and the files' manifest entries come
+back to the coordinator, which reads nothing but the clean shards' Parquet footers.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmforge.pipeline.sources.parquet_shards import iter_texts, shard_paths
+from lmforge.pipeline.artifact_output import ArtifactOutput
+from lmforge.pipeline.sources.parquet_shards import shard_paths
 from lmforge.pipeline.stage import StageContext, stage
 from lmforge.pipeline.typed_config import from_mapping
 
@@ -56,10 +64,16 @@ def group_shards(sizes: Sequence[int], target: float) -> list[list[int]]:
 
 
 def text_bytes(parquet_path: Path) -> int:
-    """Uncompressed bytes of a clean shard's `text` column, from its Parquet footer."""
+    """Uncompressed bytes of a clean shard's `text` column, from its Parquet footer (from a
+    bucket: the footer's blocks only)."""
     import pyarrow.parquet as pq
 
-    meta = pq.read_metadata(parquet_path)
+    ranged = getattr(parquet_path, "open_ranged", None)
+    if ranged is None:
+        meta = pq.read_metadata(parquet_path)
+    else:
+        with ranged() as source:
+            meta = pq.read_metadata(source)
     column = meta.schema.names.index("text")
     return sum(
         meta.row_group(g).column(column).total_uncompressed_size for g in range(meta.num_row_groups)
@@ -67,24 +81,39 @@ def text_bytes(parquet_path: Path) -> int:
 
 
 def _tokenize_group(
-    tokenizer_dir: str, parquet_paths: list[str], out_dir: str, split: str, index: int
-):
+    tokenizer_dir, clean_dir, names: list[str], output: ArtifactOutput, split: str, index: int
+) -> dict:
     import pyarrow.parquet as pq
 
     from lmforge.tokenizer.partition import tokenize_partition
 
+    text_bytes = 0
+
     def texts():
-        for path in parquet_paths:
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=1024, columns=["text"]):
-                yield from batch.column(0).to_pylist()
+        nonlocal text_bytes
+        for name in names:
+            parquet = pq.ParquetFile(os.fspath(clean_dir / name))
+            for batch in parquet.iter_batches(batch_size=1024, columns=["text"]):
+                for text in batch.column(0).to_pylist():
+                    text_bytes += len(text.encode("utf-8"))
+                    yield text
 
-    return tokenize_partition(tokenizer_dir, texts(), out_dir, split, index)
+    with tempfile.TemporaryDirectory(prefix="lmforge-tokenize-") as scratch:
+        info = tokenize_partition(os.fspath(tokenizer_dir), texts(), scratch, split, index)
+        files = [output.put(path, path.name) for path in sorted(Path(scratch).iterdir())]
+    return {"info": info, "text_bytes": text_bytes, "files": files, "node": _node_id()}
 
 
-def _plan(clean_dir: Path, split: str, target_bytes: float) -> list[list[str]]:
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+
+
+def _plan(clean_dir, split: str, target_bytes: float) -> list[list[str]]:
     paths = shard_paths(clean_dir, split)
     sizes = [text_bytes(p) for p in paths] if target_bytes > 0 else [0] * len(paths)
-    return [[str(paths[k]) for k in group] for group in group_shards(sizes, target_bytes)]
+    return [[paths[k].name for k in group] for group in group_shards(sizes, target_bytes)]
 
 
 @stage(
@@ -102,12 +131,13 @@ def tokenize(ctx: StageContext) -> dict:
     from lmforge.tokenizer.split_index import write_split_index
 
     clean_dir = ctx.input("clean")
-    tokenizer_dir = str(ctx.input("train_tokenizer"))
     stats = ctx.input_manifests["train_tokenizer"].get("summary", {})
     itemsize = token_dtype(int(stats.get("val_vocab_size", 65536))).itemsize
     bytes_per_token = float(stats.get("val_bytes_per_token") or DEFAULT_BYTES_PER_TOKEN)
     # Text bytes that make shard_mb of tokens.
     target = ctx.config.shard_mb * 1e6 * bytes_per_token / itemsize
+    # Sent once, not once per task (with a bucket they carry their artifacts' manifests).
+    clean_ref, tokenizer_ref = ray.put(clean_dir), ray.put(ctx.input("train_tokenizer"))
     # tokenizers starts a rayon thread per core; one task holds one CPU, so one thread each.
     remote = ray.remote(_tokenize_group).options(
         num_cpus=1, runtime_env={"env_vars": {"RAYON_NUM_THREADS": "1"}}
@@ -115,21 +145,26 @@ def tokenize(ctx: StageContext) -> dict:
     plans = {split: _plan(clean_dir, split, target) for split in ("train", "val")}
     futures = {
         split: [
-            remote.remote(tokenizer_dir, group, str(ctx.out_dir), split, index)
+            remote.remote(tokenizer_ref, clean_ref, group, ctx.output, split, index)
             for index, group in enumerate(groups)
         ]
         for split, groups in plans.items()
     }
     summary: dict = {"shards": 0}
+    nodes = set()
     for split, refs in futures.items():
-        infos = ray.get(refs)
+        results = ray.get(refs)
+        ctx.add_files([entry for r in results for entry in r["files"]])
+        infos = [r["info"] for r in results]
         write_split_index(ctx.out_dir, split, infos)
+        nodes |= {r["node"] for r in results}
         summary["shards"] += len(infos)
         summary[f"{split}_shards"] = len(infos)
         summary[f"{split}_clean_shards"] = sum(len(g) for g in plans[split])
         summary[f"{split}_tokens"] = sum(i.n_tokens for i in infos)
         summary[f"{split}_docs"] = sum(i.n_docs for i in infos)
-    n_bytes = sum(len(t.encode("utf-8")) for t in iter_texts(clean_dir, "val"))
-    summary["val_bytes"] = n_bytes
+        if split == "val":
+            summary["val_bytes"] = sum(r["text_bytes"] for r in results)
+    summary["nodes"] = len(nodes)
     ctx.tracker.log_metrics({k: v for k, v in summary.items()})
     return summary

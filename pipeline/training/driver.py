@@ -17,6 +17,7 @@ continues from its newest valid checkpoint (an interrupted run, or a finished on
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import time
@@ -37,6 +38,12 @@ from lmforge.pipeline.training.remote_checkpoints import is_remote
 from lmforge.pipeline.training.worker import TrainingJob, train_loop_per_worker
 
 
+def _location(directory: str | os.PathLike) -> str | os.PathLike:
+    """A local directory as a string; a store's input artifact as it is (each worker reads it
+    through its own node's cache)."""
+    return str(directory) if isinstance(directory, str | Path) else directory
+
+
 class PretrainingError(RuntimeError):
     """The training run failed for good (after Ray Train's restarts)."""
 
@@ -45,8 +52,8 @@ def run_pretraining(
     *,
     model_cfg: ModelConfig,
     train_cfg: TrainConfig,
-    data_dir: str,
-    sample_index_dir: str,
+    data_dir: str | os.PathLike,
+    sample_index_dir: str | os.PathLike,
     out_dir: str,
     checkpoint_dir: str,
     storage_path: str,
@@ -58,6 +65,8 @@ def run_pretraining(
 ) -> dict[str, Any]:
     """Train `model_cfg` on the token shards in `data_dir` in the order of the sample index in
     `sample_index_dir`, write the final model directory into `out_dir`, and return a summary.
+    Each directory may be a store's input artifact, which every worker reads through its own
+    node's cache.
 
     checkpoint_dir: our checkpoints, kept across calls (key it by the stage's cache key);
         a shared path or a URI (s3://...) that every node reaches. storage_path: Ray Train's
@@ -68,8 +77,8 @@ def run_pretraining(
     job = TrainingJob(
         model=model_cfg,
         train=train_cfg,
-        data_dir=str(data_dir),
-        sample_index_dir=str(sample_index_dir),
+        data_dir=_location(data_dir),
+        sample_index_dir=_location(sample_index_dir),
         checkpoint_dir=checkpoint_dir
         if is_remote(checkpoint_dir)
         else str(Path(checkpoint_dir).resolve()),
