@@ -46,8 +46,24 @@ def build_optimizer(model: GPT, cfg: TrainConfig, device: torch.device) -> torch
     )
 
 
+def skip_shared_memory_allreduce_op(device: torch.device) -> None:
+    """Keep DeepSpeed from JIT-building its CPU shared-memory all-reduce op.
+
+    DeepSpeed's communication backend compiles that C++ op on first use on every machine (about a
+    minute of g++ on two cores) under a file lock in ~/.cache/torch_extensions: a worker killed
+    during the build leaves the lock behind and every later run on the machine waits on it for
+    ever. Training never calls the op (it serves `inference_all_reduce` only); gloo carries our
+    collectives."""
+    if device.type != "cpu":
+        return
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+
+
 def build_engine(model_cfg: ModelConfig, cfg: TrainConfig, world_size: int, device: torch.device):
     """GPT + AdamW in a DeepSpeed engine (seed torch first: the init uses its global RNG)."""
+    skip_shared_memory_allreduce_op(device)
     model = GPT(model_cfg)
     if device.type == "cuda":
         model = model.to(device)
