@@ -67,8 +67,24 @@ def build_model(model_cfg: ModelConfig, ds_config: dict, device: torch.device) -
     return model
 
 
+def skip_shared_memory_allreduce_op(device: torch.device) -> None:
+    """Keep DeepSpeed from JIT-building its CPU shared-memory all-reduce op.
+
+    DeepSpeed's communication backend compiles that C++ op on first use on every machine (about a
+    minute of g++ on two cores) under a file lock in ~/.cache/torch_extensions: a worker killed
+    during the build leaves the lock behind and every later run on the machine waits on it for
+    ever. Training never calls the op (it serves `inference_all_reduce` only); gloo carries our
+    collectives."""
+    if device.type != "cpu":
+        return
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+
+
 def build_engine(model_cfg: ModelConfig, cfg: TrainConfig, world_size: int, device: torch.device):
     """GPT + AdamW in a DeepSpeed engine (seed torch first: the init uses its global RNG)."""
+    skip_shared_memory_allreduce_op(device)  # before any DeepSpeed communication
     ds_config = deepspeed_config(cfg, world_size)
     model = build_model(model_cfg, ds_config, device)
     engine, *_ = deepspeed.initialize(

@@ -117,3 +117,12 @@ def test_restoring_tensors_of_another_model_names_the_mismatch():
     del params["wte.weight"]
     with pytest.raises(KeyError, match="wte.weight"):
         restore_full_state(engine, params, moments, 0)
+
+
+def test_the_engine_builds_no_shared_memory_allreduce_op_on_cpu():
+    """DeepSpeed would JIT-compile its CPU shm op under a file lock a killed build leaves behind."""
+    import deepspeed.comm.comm as ds_comm
+
+    _engine(2, seed=0)
+    assert ds_comm.cdb is not None
+    assert ds_comm.cdb.shm_comm_op is None
