@@ -1,12 +1,13 @@
-"""The cost of `perplexity` (pipeline/stages/perplexity.py), as it runs today: one process
-scores up to `max_tokens` validation tokens (sliding windows: block / stride passes over each)
-with the trained and a freshly initialised model, scores `max_documents` documents one by one,
-and fits n-gram baselines on up to 2M train tokens. Memory: a base, the scored stream per
-token, and two fp32 copies of the weights."""
+"""The cost of `perplexity` (pipeline/stages/perplexity.py): a pool of Ray actors (`actors`, 0 =
+one per GPU, else one per `threads_per_actor` CPUs of the cluster) scores up to `max_tokens`
+validation tokens (sliding windows: block / stride passes over each) with the trained and a
+freshly initialised model, and `max_documents` documents; the driver plans the windows from the
+split's index and fits n-gram baselines on up to 2M train tokens. Memory: the driver's base;
+each actor a base (the same imports: torch and the model) and two fp32 copies of the weights."""
 
 from __future__ import annotations
 
-from lmforge.pipeline.cost_model import Cluster, StageCost, config_part
+from lmforge.pipeline.cost_model import Cluster, ProcessCost, StageCost, config_part
 from lmforge.pipeline.stages.generation_work import (
     generation_wall,
     model_flow,
@@ -23,13 +24,26 @@ BASELINE_TOKENS = 2_000_000
 
 def size(config: dict, flow: dict, cluster: Cluster) -> dict[str, float]:
     val_docs = flow["docs_out"] * config["data"]["val_fraction"]
-    return _size(
-        config["eval"]["perplexity"],
-        config["model"]["block_size"],
-        flow["val_tokens"],
-        val_docs,
-        flow["train_tokens"],
-    ) | model_flow(flow)
+    return (
+        _size(
+            config["eval"]["perplexity"],
+            config["model"]["block_size"],
+            flow["val_tokens"],
+            val_docs,
+            flow["train_tokens"],
+        )
+        | model_flow(flow)
+        | pool_size(config["eval"]["perplexity"], cluster)
+    )
+
+
+def pool_size(cfg: dict, cluster: Cluster) -> dict[str, float]:
+    """How many scoring actors run, in all and per node (`pipeline/stages/model_pool.py`)."""
+    on_gpu = cfg.get("device", "auto") != "cpu" and cluster.gpus_per_node > 0
+    threads = max(1, int(cfg.get("threads_per_actor", 1)))
+    per_node = cluster.gpus_per_node if on_gpu else max(1, cluster.cpus_per_node // threads)
+    actors = int(cfg.get("actors", 0)) or per_node * cluster.nodes
+    return {"actors": actors, "actors_per_node": -(-actors // cluster.nodes)}
 
 
 def _size(cfg: dict, block: int, val_tokens: float, val_docs: float, train_tokens: float) -> dict:
@@ -48,13 +62,17 @@ def size_of_run(sections: dict, summary: dict, upstream: dict, cluster: Cluster)
     tok = upstream.get("tokenize", {})
     model = upstream.get("pretrain", {})
     block = model.get("block_size") or 128
-    return _size(
-        config_part(sections, "eval.perplexity"),
-        block,
-        tok.get("val_tokens", 0),
-        tok.get("val_docs", 0),
-        tok.get("train_tokens", 0),
-    ) | model_of_run(upstream)
+    return (
+        _size(
+            config_part(sections, "eval.perplexity"),
+            block,
+            tok.get("val_tokens", 0),
+            tok.get("val_docs", 0),
+            tok.get("train_tokens", 0),
+        )
+        | model_of_run(upstream)
+        | pool_size(config_part(sections, "eval.perplexity"), cluster)
+    )
 
 
 def measured_of_run(summary: dict) -> dict[str, float]:
@@ -62,10 +80,23 @@ def measured_of_run(summary: dict) -> dict[str, float]:
 
 
 def cost(s: dict[str, float]) -> StageCost:
-    wall = generation_wall(s, 0.0, 0.0, 2 * s["window_tokens"] + s["document_tokens"])
+    actors = max(1, s.get("actors", 1))
+    scored = (2 * s["window_tokens"] + s["document_tokens"]) / actors
+    wall = generation_wall(s, 0.0, 0.0, scored)
     wall.pop("s_per_generated_token")
     wall.pop("s_per_generation_step")
     wall["s_per_baseline_token"] = s["baseline_tokens"]
-    process = model_process(s, copies=2)
-    process.rss_mb["coordinator_mb_per_token"] = s["scored_tokens"]
-    return StageCost(wall_s=wall, store_bytes={"store_bytes": 1}, processes=[process])
+    driver = ProcessCost(
+        "coordinator",
+        {"coordinator_mb": 1},
+        coordinator=True,
+        remedy="a head node with more memory for the evaluation drivers",
+    )
+    actor = model_process(s, copies=2)
+    actor = ProcessCost(
+        "actor",
+        actor.rss_mb,
+        per_node=int(s.get("actors_per_node", 1)),
+        remedy="fewer actors per node (eval.perplexity.threads_per_actor) or more memory",
+    )
+    return StageCost(wall_s=wall, store_bytes={"store_bytes": 1}, processes=[driver, actor])

@@ -5,13 +5,16 @@ C = 6 N + 12 n_layer d T (`lmforge.model.flops.flops_per_token`, Kaplan / PaLM) 
 LM head, which that count leaves out. On GPUs the time is C x tokens / (GPUs x peak x MFU), with
 the peak from the data sheet (`--gpu-peak-tflops`) and a stated MFU (`GPU_MFU`, `--mfu`); on CPUs
 it is C x tokens x (seconds per FLOP measured by bench/train_throughput.py) / CPUs. Checkpoints
-add their bytes (12 per parameter, hashed as written) at `CHECKPOINT_BYTES_PER_S`; a fitted
-start-up covers Ray Train, DeepSpeed and the export.
+are sharded: each rank writes its 1/N of the 12 bytes per parameter (hashed as written) at
+`CHECKPOINT_BYTES_PER_S`, all ranks at once, in a background thread; the time counted is that
+write, an upper bound on the stall of an asynchronous save. A fitted start-up covers Ray Train,
+DeepSpeed and the export.
 
-Memory: a rank's model states, activations and checkpoint gather by arithmetic
-(`pipeline/training/memory.py`) plus a measured runtime base; the stage process loads the
-final weights for the export (two fp32 copies). Bytes written: the weights twice (ours and the
-HF export) and the kept checkpoints, each also copied by Ray Train.
+Memory: a rank's model states, activations and its staged share of a checkpoint by arithmetic
+(`pipeline/training/memory.py`) plus a measured runtime base; the export task streams the final
+weights out of the checkpoint tensor by tensor (about one fp32 copy of the weights at most).
+Bytes written: the weights twice (ours and the HF export) and the kept checkpoints (Ray Train
+keeps a pointer to them, not a copy).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ GPU_RANK_HOST_MB = 3000
 GPU_CONTEXT_MB = 1000
 """GPU memory the CUDA context and allocator fragmentation take besides the tensors."""
 CHECKPOINT_BYTES_PER_S = 250e6
-"""Checkpoint bytes rank 0 writes and hashes per second (one process, sha256 on the way)."""
+"""Checkpoint bytes one rank writes and hashes per second (sha256 on the way)."""
 MB = 2**20
 
 
@@ -116,7 +119,7 @@ def cost(s: dict[str, float]) -> StageCost:
     # A throughput bench's steps leave the start-up out (`startup_excluded`).
     wall = {
         "fixed_s": 1 - s.get("startup_excluded", 0),
-        KNOWN: s["checkpoints"] * checkpoint_bytes / CHECKPOINT_BYTES_PER_S,
+        KNOWN: s["checkpoints"] * _rank_save_s(s, checkpoint_bytes),
     }
     work = s["tokens"] * s["flops_per_token"]
     on_gpu = bool(s["use_gpu"])
@@ -127,15 +130,15 @@ def cost(s: dict[str, float]) -> StageCost:
     processes = [
         ProcessCost(
             "coordinator",
-            {"coordinator_mb": 1, KNOWN: 2 * 4 * s["params"] / MB},
+            {"coordinator_mb": 1, KNOWN: 4 * s["params"] / MB},
             coordinator=True,
-            remedy="a head node with more memory (the export holds two fp32 copies of the weights)",
+            remedy="a head node with more memory (the export streams one fp32 copy of the weights)",
         ),
         *_ranks(s, _rank_memory(s)),
     ]
     return StageCost(
         wall_s=wall,
-        store_bytes={KNOWN: 8 * s["params"] + 2 * s["keep_checkpoints"] * checkpoint_bytes},
+        store_bytes={KNOWN: 8 * s["params"] + s["keep_checkpoints"] * checkpoint_bytes},
         processes=processes,
         outputs={"params": s["params"], "flops_per_token": s["flops_per_token"]},
         notes=_notes(s, on_gpu, checkpoint_bytes),
@@ -208,10 +211,10 @@ def _ranks(s: dict[str, float], memory: RankMemory) -> list[ProcessCost]:
 def _remedy(s: dict, parts: dict[str, float], host: bool) -> str:
     """The setting that shrinks the largest part of a rank's memory."""
     largest = max(parts, key=parts.get)
-    if largest == "checkpoint gather":
+    if largest == "checkpoint staging":
         return (
-            "fewer ranks per node or nodes with more memory: a checkpoint gathers 12 bytes "
-            "per parameter on every rank"
+            "more workers (train.num_workers): a rank stages 12 bytes per parameter / ranks "
+            "for a checkpoint"
         )
     if largest == "activations":
         half = max(1, int(s["micro_batch"]) // 2)
@@ -233,9 +236,15 @@ def _notes(s: dict, on_gpu: bool, checkpoint_bytes: float) -> list[str]:
         shown = ", ".join(f"{k} {v / 2**30:.1f}" for k, v in parts.items() if v >= 2**27)
         notes.append(f"per GPU {sum(parts.values()) / 2**30:.1f} GiB ({shown})")
     if s["checkpoints"]:
-        seconds = s["checkpoints"] * checkpoint_bytes / CHECKPOINT_BYTES_PER_S
+        seconds = s["checkpoints"] * _rank_save_s(s, checkpoint_bytes)
         notes.append(
-            f"{int(s['checkpoints'])} checkpoints of {checkpoint_bytes / 1e9:.3g} GB "
-            f"written by rank 0: {seconds / 60:.0f} min"
+            f"{int(s['checkpoints'])} checkpoints of {checkpoint_bytes / 1e9:.3g} GB, "
+            f"each rank writing its 1/{int(s['world'])} in the background: at most "
+            f"{seconds / 60:.0f} min"
         )
     return notes
+
+
+def _rank_save_s(s: dict, checkpoint_bytes: float) -> float:
+    """Seconds one rank takes to write its shard of a checkpoint (all ranks write at once)."""
+    return checkpoint_bytes / max(1.0, s["world"]) / CHECKPOINT_BYTES_PER_S

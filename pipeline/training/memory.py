@@ -1,5 +1,5 @@
 """Bytes one training rank holds, by arithmetic (for `lmforge estimate`): model states under
-DeepSpeed ZeRO, activations as Megatron-LM counts them, and today's checkpoint gather.
+DeepSpeed ZeRO, activations as Megatron-LM counts them, and the staged copy of a sharded checkpoint.
 
 Model states (Rajbhandari et al. 2020, ZeRO, section 3): lmforge keeps fp32 parameters and
 gradients whatever the precision (bf16 is autocast, not DeepSpeed's bf16 mode, so there is no
@@ -19,9 +19,9 @@ bits, for sequence s, micro-batch b, width h, heads a; the 5 a s / h term is the
 matrix, which SDPA's fused kernels (flash / memory-efficient, used on GPUs) never store. In fp32
 every tensor doubles. The logits add s b V x 4 bytes twice (fp32 logits and their gradient).
 
-Checkpoints: today every rank gathers the full fp32 parameters and both AdamW moments before
-rank 0 writes them (`zero_state.gather_full_state`): 12 psi bytes of host memory on every rank
-while a checkpoint is taken (`CHECKPOINT_GATHER_BYTES_PER_PARAM`).
+Checkpoints: every rank copies its own ranges of the fp32 parameters and both AdamW moments to
+host memory and a background thread writes them (`async_save`): 12 psi / N bytes on each rank
+while a save is in flight (`CHECKPOINT_STAGED_BYTES_PER_PARAM`), at most one at a time.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ STATE_BYTES = {"params": 4, "grads": 4, "optimizer": 8}
 """Bytes per parameter of each model state (fp32 parameters and gradients, AdamW's m and v)."""
 BUCKET_ELEMENTS = 50_000_000
 """`reduce_bucket_size` / `allgather_bucket_size` of conf/deepspeed/zero*.json."""
-CHECKPOINT_GATHER_BYTES_PER_PARAM = 12
-"""Full fp32 parameters and two moments, gathered on every rank at a checkpoint."""
+CHECKPOINT_STAGED_BYTES_PER_PARAM = 12
+"""fp32 parameters and two moments: a rank stages its 1/N share of them for an asynchronous save."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,7 @@ class RankMemory:
     device: dict[str, float]
     """On the rank's accelerator (its GPU; on CPU training, host memory too)."""
     host: dict[str, float]
-    """In the rank's host process besides the device part (offloaded states, checkpoint gather)."""
+    """In the rank's host process besides the device part (offloaded states, staged checkpoint)."""
 
     @property
     def device_bytes(self) -> float:
@@ -105,8 +105,8 @@ def rank_memory(
     offload_params: bool,
     activations: float,
 ) -> RankMemory:
-    """One rank's bytes: model states, activations and the checkpoint gather."""
+    """One rank's bytes: model states, activations and its share of a staged checkpoint."""
     device, host = model_state_bytes(params, zero_stage, world, offload_optimizer, offload_params)
     device["activations"] = activations
-    host["checkpoint gather"] = CHECKPOINT_GATHER_BYTES_PER_PARAM * params
+    host["checkpoint staging"] = CHECKPOINT_STAGED_BYTES_PER_PARAM * params / max(1, world)
     return RankMemory(device=device, host=host)

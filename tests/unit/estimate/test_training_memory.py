@@ -6,7 +6,7 @@ import pytest
 
 from lmforge.pipeline.training.memory import (
     BUCKET_ELEMENTS,
-    CHECKPOINT_GATHER_BYTES_PER_PARAM,
+    CHECKPOINT_STAGED_BYTES_PER_PARAM,
     activation_bytes,
     model_state_bytes,
     rank_memory,
@@ -75,7 +75,7 @@ def test_activations_follow_korthikanti_and_fused_attention_drops_the_score_matr
     assert fp32 - logits == pytest.approx(2 * (fused - logits))
 
 
-def test_a_checkpoint_gathers_the_full_state_on_every_rank():
+def test_a_rank_stages_only_its_share_of_a_checkpoint():
     memory = rank_memory(
         params=PSI,
         zero_stage=3,
@@ -84,5 +84,5 @@ def test_a_checkpoint_gathers_the_full_state_on_every_rank():
         offload_params=False,
         activations=0.0,
     )
-    assert memory.host["checkpoint gather"] == CHECKPOINT_GATHER_BYTES_PER_PARAM * PSI
+    assert memory.host["checkpoint staging"] == CHECKPOINT_STAGED_BYTES_PER_PARAM * PSI / 64
     assert memory.device_bytes == pytest.approx(16 * PSI / 64 + 2 * 4 * BUCKET_ELEMENTS)
