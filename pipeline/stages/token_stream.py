@@ -10,6 +10,7 @@ or an array of every document.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,8 +23,10 @@ from lmforge.tokenizer.dataset import TokenDataset
 class StreamSpec:
     """A split's shards laid end to end in shard-index order, cut after `n_tokens` ids."""
 
-    directory: str
-    """The directory of the split's shards and index."""
+    directory: str | os.PathLike
+    """The directory of the split's shards and index: a local path, or a bucket input
+    (`InputPath`) that every actor reads through its own node's cache, block by block (never
+    `str()`ed: that would fetch the whole artifact)."""
     split: str
     n_tokens: int
     """Ids in the stream (the split's, or fewer when capped)."""
@@ -45,7 +48,7 @@ def plan_stream(source: str | Path, split: str, max_tokens: int = 0) -> StreamSp
         starts = dataset.shard(last).doc_starts
         inside = int(np.searchsorted(starts, n_tokens - bases[last], side="left"))
         n_docs = int(docs[:last].sum()) + inside
-    return StreamSpec(str(source), split, n_tokens, n_docs, dataset.vocab_size)
+    return StreamSpec(source, split, n_tokens, n_docs, dataset.vocab_size)
 
 
 class TokenStream:

@@ -55,8 +55,10 @@ def export_checkpoint(
     on this node; returns {"export_format", "export_rss_rise_bytes" (the task's peak resident
     memory above what it held when it started), "export_cpu_s"}."""
     here = ray.get_runtime_context().get_node_id()
+    # No CPU of its own: the stage waits on it, and a stage placed on a node without CPUs (a
+    # cluster's head) could never schedule it there.
     task = _export.options(
-        num_cpus=1,
+        num_cpus=0,
         memory=export_memory(model_cfg),
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False),
     )

@@ -29,9 +29,23 @@ def world_of_one():
     dist.init_process_group("gloo", rank=0, world_size=1)
     yield
     dist.destroy_process_group()
+    _forget_deepspeed_groups()
     torch.nn.functional.linear = linear  # or every later test's Linear runs DeepSpeed's wrapper
     for key, value in saved.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+def _forget_deepspeed_groups() -> None:
+    """DeepSpeed caches the process groups it derives from the first world it sees (the data
+    parallel and world groups among them); the next module's world is a new one, in which those
+    groups are not registered."""
+    import deepspeed.comm.comm as ds_comm
+    from deepspeed.utils import groups
+
+    for name, value in vars(groups).items():
+        if name.startswith("_") and "GROUP" in name and value is not None:
+            setattr(groups, name, type(value)() if isinstance(value, dict) else None)
+    ds_comm.cdb = None
