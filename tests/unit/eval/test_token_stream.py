@@ -49,3 +49,22 @@ def test_a_cap_cuts_the_stream_and_keeps_the_documents_that_start_before_it(shar
 def test_a_split_without_shards_says_to_run_tokenize(tmp_path):
     with pytest.raises(FileNotFoundError, match="run the tokenize stage first"):
         plan_stream(tmp_path, "val")
+
+
+def test_the_plan_keeps_its_source_object_so_each_reader_reads_through_it(shards):
+    """A bucket input (`InputPath`) fetches the whole artifact when turned into a string; the
+    plan hands the object itself to the actors, which read only the blocks they need."""
+
+    class Source:  # a path-like whose str() must not be taken
+        def __fspath__(self) -> str:
+            return str(shards)
+
+        def __truediv__(self, other):
+            return shards / other
+
+        def __str__(self) -> str:
+            raise AssertionError("the source was turned into a string")
+
+    source = Source()
+    spec = plan_stream(source, "val")
+    assert spec.directory is source
