@@ -306,6 +306,8 @@ def test_run_attached_to_the_cluster_runs_its_work_on_worker_nodes(cluster, tmp_
     if proc.returncode != 0 and cluster.ray_client_crashes() > crashes:
         # Ray's client proxy sometimes dies forking the per-client server, a known upstream
         # race (ray-project/ray#63202) and not lmforge's; only that exact crash earns a retry.
+        # The crashed driver's tasks died with it (WORKER_DIED, never retried): judge the retry.
+        jobs_before = {j["job_id"] for j in _state_api(cluster, "jobs")}
         proc = lmforge(*args, env=env, check=False)
     assert proc.returncode == 0, proc.stdout
     assert status(workdir)["clean"]["state"] == "ran"
