@@ -307,16 +307,26 @@ def test_run_attached_to_the_cluster_runs_its_work_on_worker_nodes(cluster, tmp_
         proc = lmforge(*args, env=env, check=False)
     assert proc.returncode == 0, proc.stdout
     assert status(workdir)["clean"]["state"] == "ran"
-    new = [t for t in _state_api(cluster, "tasks") if t["task_id"] not in before]
-    assert [t["state"] for t in new if t["name"] == "stage:clean"] == ["FINISHED"]
     workers = {n["node_id"] for n in _state_api(cluster, "nodes") if not n["is_head_node"]}
-    cpu_tasks = [t for t in new if (t["required_resources"] or {}).get("CPU", 0) > 0]
-    finished = [t for t in cpu_tasks if t["state"] == "FINISHED"]
+    # Ray reports task events asynchronously (batched each second, per process): an attempt's
+    # last event can reach the state API after the run exits, so read until every attempt that
+    # did not finish has a finished retry, for up to 30 s, then judge what was read.
+    deadline = time.time() + 30
+    while True:
+        new = [t for t in _state_api(cluster, "tasks") if t["task_id"] not in before]
+        cpu_tasks = [t for t in new if (t["required_resources"] or {}).get("CPU", 0) > 0]
+        finished = [t for t in cpu_tasks if t["state"] == "FINISHED"]
+        retried = [t for t in cpu_tasks if t["state"] != "FINISHED"]
+        if {t["task_id"] for t in retried} <= {t["task_id"] for t in finished}:
+            break
+        if time.time() > deadline:
+            break
+        time.sleep(2)
+    assert [t["state"] for t in new if t["name"] == "stage:clean"] == ["FINISHED"]
     assert finished and {t["node_id"] for t in finished} <= workers  # the head has no CPUs
     # An attempt whose worker died before reporting where it ran has no node (Ray retried it);
     # every attempt that names its node names a worker node.
-    retried = [t for t in cpu_tasks if t["state"] != "FINISHED"]
-    why = [(t["name"], t.get("error_type"), t["node_id"]) for t in retried]
+    why = [(t["name"], t["state"], t.get("error_type"), t["node_id"]) for t in retried]
     assert {t["node_id"] for t in retried} - {None} <= workers, why
     assert {t["task_id"] for t in retried} <= {t["task_id"] for t in finished}, why
 
