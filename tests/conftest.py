@@ -90,6 +90,15 @@ def s3():
         yield server
 
 
+@pytest.fixture
+def s3_in_env(s3, monkeypatch):
+    """`s3`, with its address and keys in this process's environment: the S3 client."""
+    env, client = s3
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return client
+
+
 @pytest.fixture(scope="module")
 def s3_module():
     """One S3 server for a module's tests, which keep to prefixes of their own."""

@@ -17,11 +17,8 @@ ROOT = "s3://lmforge/checkpoints/pretrain/abc"
 
 
 @pytest.fixture
-def bucket(s3, monkeypatch):
-    env, client = s3
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    yield client
+def bucket(s3_in_env):
+    yield s3_in_env
     shutil.rmtree(remote.local_staging(ROOT), ignore_errors=True)
 
 
