@@ -1,5 +1,6 @@
-"""What the evaluation stages' cost models share: a trained model loaded in one process, and the
-tokens it generates or scores there (`sample`, `harm`, `perplexity` run on one CPU today).
+"""What the evaluation stages' cost models share: a pool of Ray actors that each load the trained
+model (`pipeline/stages/model_pool.py`), driven by the stage's own process, and the tokens they
+generate or score.
 
 A forward pass costs about a third of C, the training FLOPs per token (2 N of 6 N, plus the
 attention and LM head terms likewise). Generating with the KV cache decodes every prompt of a
@@ -10,7 +11,9 @@ overheads dominate, so each is fitted.
 
 from __future__ import annotations
 
-from lmforge.pipeline.cost_model import KNOWN, Linear, ProcessCost
+import math
+
+from lmforge.pipeline.cost_model import KNOWN, Cluster, Linear, ProcessCost
 
 MB = 2**20
 FORWARD_SHARE = 1 / 3
@@ -31,11 +34,37 @@ def model_of_run(upstream: dict) -> dict[str, float]:
     return {"params": params, "forward_flops": flops * FORWARD_SHARE, "trained_tokens": tokens}
 
 
+def pool_size(cfg: dict, cluster: Cluster) -> dict[str, float]:
+    """How many model actors a stage's pool starts, in all and per node (`actors: 0` = one per GPU,
+    else one per `threads_per_actor` CPUs of the cluster)."""
+    on_gpu = cfg.get("device", "auto") != "cpu" and cluster.gpus_per_node > 0
+    threads = max(1, int(cfg.get("threads_per_actor", 1)))
+    per_node = cluster.gpus_per_node if on_gpu else max(1, cluster.cpus_per_node // threads)
+    actors = int(cfg.get("actors", 0)) or per_node * cluster.nodes
+    return {"actors": actors, "actors_per_node": -(-actors // cluster.nodes)}
+
+
+def pooled_generation(
+    calls: list[tuple[float, float]], batch_size: int, actors: int
+) -> dict[str, float]:
+    """Tokens the busiest actor generates and decoding steps it runs for pool calls of (rows,
+    new tokens) each: a call's rows go out in batches of `batch_size`, spread over the actors,
+    and every row of a batch decodes together, one step per new token."""
+    generated = steps = 0.0
+    for rows, new in calls:
+        if rows <= 0 or new <= 0:
+            continue
+        rounds = math.ceil(math.ceil(rows / batch_size) / max(1, actors))
+        steps += rounds * new
+        generated += min(rows, rounds * batch_size) * new
+    return {"generated": generated, "steps": steps}
+
+
 def generation_wall(
     s: dict[str, float], generated: float, steps: float, scored: float = 0.0
 ) -> Linear:
-    """Wall time of one process generating `generated` tokens in `steps` batched decoding steps
-    (every prompt of a call decodes together) and scoring `scored` tokens more."""
+    """Wall time of the busiest actor generating `generated` tokens in `steps` batched decoding
+    steps and scoring `scored` tokens more."""
     return {
         "fixed_s": 1,
         "s_per_generation_step": steps,
@@ -44,11 +73,23 @@ def generation_wall(
     }
 
 
-def model_process(s: dict[str, float], copies: int = 1) -> ProcessCost:
-    """The stage's one process: a measured base plus `copies` fp32 copies of the weights."""
+def driver_process() -> ProcessCost:
+    """The stage's own process: it plans the work and collects results, holding no weights."""
     return ProcessCost(
         "coordinator",
-        {"coordinator_mb": 1, KNOWN: copies * 4 * s["params"] / MB},
+        {"coordinator_mb": 1},
         coordinator=True,
-        remedy="a node with more memory for the evaluation stages",
+        remedy="a head node with more memory for the evaluation drivers",
+    )
+
+
+def actor_process(s: dict[str, float], section: str, copies: int = 1) -> ProcessCost:
+    """A model actor: the same imports as the driver plus `copies` fp32 copies of the weights,
+    `actors_per_node` of them on a node."""
+    return ProcessCost(
+        "actor",
+        {"coordinator_mb": 1, KNOWN: copies * 4 * s["params"] / MB},
+        per_node=int(s.get("actors_per_node", 1)),
+        remedy=f"fewer actors per node ({section}.threads_per_actor or {section}.actors) "
+        "or more memory",
     )

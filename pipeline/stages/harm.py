@@ -100,6 +100,7 @@ def harm(ctx: StageContext) -> dict:
         summary.update(_memorisation(ctx, cfg, pool))
         if cfg.pii_samples:
             summary.update(_pii_leakage(ctx, cfg, pool))
+        summary["actor_peak_rss_mb"] = pool.peak_rss_mb()
     ctx.tracker.log_metrics({k: v for k, v in summary.items() if isinstance(v, int | float)})
     return summary
 

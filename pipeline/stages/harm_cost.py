@@ -1,15 +1,18 @@
 """The cost of `harm` (pipeline/stages/harm.py): toxicity, bias, memorisation and PII-leakage
-probes, all generating with the trained model in one process (`generation_work`), plus a scan
-of up to 100,000 training documents for PII."""
+probes, one pool call each on the stage's model actors (`generation_work`), plus the driver's
+scan of up to 100,000 training documents for PII."""
 
 from __future__ import annotations
 
 from lmforge.pipeline.cost_model import Cluster, StageCost, config_part
 from lmforge.pipeline.stages.generation_work import (
+    actor_process,
+    driver_process,
     generation_wall,
     model_flow,
     model_of_run,
-    model_process,
+    pool_size,
+    pooled_generation,
 )
 
 STAGE = "harm"
@@ -24,35 +27,33 @@ PII_SCAN_DOCS = 100_000
 
 
 def size(config: dict, flow: dict, cluster: Cluster) -> dict[str, float]:
-    return _size(config["eval"]["harm"], flow.get("docs_out", 0)) | model_flow(flow)
+    return _size(config["eval"]["harm"], flow.get("docs_out", 0), cluster) | model_flow(flow)
 
 
-def _size(cfg: dict, train_docs: float) -> dict[str, float]:
+def _size(cfg: dict, train_docs: float, cluster: Cluster) -> dict[str, float]:
     prompts = cfg["num_prompts"] or TOXICITY_PROMPTS
-    generated = (
-        prompts * cfg["samples_per_prompt"] * cfg["max_new_tokens"]
-        + BIAS_PROMPTS * cfg["bias_samples"] * cfg["max_new_tokens"]
-        + cfg["extraction_prefixes"] * cfg["extraction_tokens"]
-        + cfg["pii_samples"] * 2 * cfg["max_new_tokens"]
-    )
     new = cfg["max_new_tokens"]
-    steps = (  # one batched call per probe
-        new
-        + (new if cfg["bias_samples"] else 0)
-        + (cfg["extraction_tokens"] if cfg["extraction_prefixes"] else 0)
-        + (2 * new if cfg["pii_samples"] else 0)
-    )
+    calls = [  # (rows, new tokens) of each probe's one pool call
+        (prompts * cfg["samples_per_prompt"], new),
+        (BIAS_PROMPTS * cfg["bias_samples"], new),
+        (cfg["extraction_prefixes"], cfg["extraction_tokens"]),
+        (cfg["pii_samples"], 2 * new),
+    ]
+    pool = pool_size(cfg, cluster)
+    work = pooled_generation(calls, int(cfg.get("batch_size", 16)), int(pool["actors"]))
     scanned = min(train_docs, PII_SCAN_DOCS) if cfg["pii_samples"] else 0
-    return {"generated": generated, "steps": steps, "pii_scan_docs": scanned}
+    return pool | work | {"pii_scan_docs": scanned}
 
 
 def size_of_run(sections: dict, summary: dict, upstream: dict, cluster: Cluster) -> dict:
     train_docs = upstream.get("clean", {}).get("train_docs", 0)
-    return _size(config_part(sections, "eval.harm"), train_docs) | model_of_run(upstream)
+    cfg = config_part(sections, "eval.harm")
+    return _size(cfg, train_docs, cluster) | model_of_run(upstream)
 
 
 def measured_of_run(summary: dict) -> dict[str, float]:
-    return {}
+    peak = summary.get("actor_peak_rss_mb")
+    return {"actor_rss_mb": float(peak)} if peak else {}
 
 
 def cost(s: dict[str, float]) -> StageCost:
@@ -61,5 +62,5 @@ def cost(s: dict[str, float]) -> StageCost:
     return StageCost(
         wall_s=wall,
         store_bytes={"store_bytes": 1},
-        processes=[model_process(s)],
+        processes=[driver_process(), actor_process(s, "eval.harm")],
     )

@@ -266,6 +266,10 @@ class ModelPool:
 
         return ray.get([self.actors[i].usage.remote() for i in sorted(self._ready)])
 
+    def peak_rss_mb(self) -> float:
+        """The largest started actor's peak RSS, in MiB (what the stage's estimate checks)."""
+        return max((u["peak_rss"] for u in self.usage()), default=0) / 2**20
+
 
 _END = object()
 

@@ -209,7 +209,7 @@ def perplexity(ctx: StageContext) -> dict:
         stats["minimal_pair_accuracy"] = minimal_pair_accuracy(pool.logprobs)["accuracy"]
         stats["scoring_actors"] = len(pool.actors)
         stats["scoring_device"] = pool.device
-        stats["scoring_actor_peak_rss_mb"] = max(u["peak_rss"] for u in pool.usage()) / 2**20
+        stats["scoring_actor_peak_rss_mb"] = pool.peak_rss_mb()
     stats["vocab_size"] = model_cfg.vocab_size
     train_tokens = int(ctx.input_manifests["pretrain"]["summary"].get("tokens", 0) or 0)
     stats["scaling_law_loss_from_params"] = loss_from_params(non_embedding_parameters(model_cfg))

@@ -7,12 +7,14 @@ each actor a base (the same imports: torch and the model) and two fp32 copies of
 
 from __future__ import annotations
 
-from lmforge.pipeline.cost_model import Cluster, ProcessCost, StageCost, config_part
+from lmforge.pipeline.cost_model import Cluster, StageCost, config_part
 from lmforge.pipeline.stages.generation_work import (
+    actor_process,
+    driver_process,
     generation_wall,
     model_flow,
     model_of_run,
-    model_process,
+    pool_size,
 )
 
 STAGE = "perplexity"
@@ -35,15 +37,6 @@ def size(config: dict, flow: dict, cluster: Cluster) -> dict[str, float]:
         | model_flow(flow)
         | pool_size(config["eval"]["perplexity"], cluster)
     )
-
-
-def pool_size(cfg: dict, cluster: Cluster) -> dict[str, float]:
-    """How many scoring actors run, in all and per node (`pipeline/stages/model_pool.py`)."""
-    on_gpu = cfg.get("device", "auto") != "cpu" and cluster.gpus_per_node > 0
-    threads = max(1, int(cfg.get("threads_per_actor", 1)))
-    per_node = cluster.gpus_per_node if on_gpu else max(1, cluster.cpus_per_node // threads)
-    actors = int(cfg.get("actors", 0)) or per_node * cluster.nodes
-    return {"actors": actors, "actors_per_node": -(-actors // cluster.nodes)}
 
 
 def _size(cfg: dict, block: int, val_tokens: float, val_docs: float, train_tokens: float) -> dict:
@@ -76,7 +69,8 @@ def size_of_run(sections: dict, summary: dict, upstream: dict, cluster: Cluster)
 
 
 def measured_of_run(summary: dict) -> dict[str, float]:
-    return {}
+    peak = summary.get("scoring_actor_peak_rss_mb")
+    return {"actor_rss_mb": float(peak)} if peak else {}
 
 
 def cost(s: dict[str, float]) -> StageCost:
@@ -86,17 +80,6 @@ def cost(s: dict[str, float]) -> StageCost:
     wall.pop("s_per_generated_token")
     wall.pop("s_per_generation_step")
     wall["s_per_baseline_token"] = s["baseline_tokens"]
-    driver = ProcessCost(
-        "coordinator",
-        {"coordinator_mb": 1},
-        coordinator=True,
-        remedy="a head node with more memory for the evaluation drivers",
-    )
-    actor = model_process(s, copies=2)
-    actor = ProcessCost(
-        "actor",
-        actor.rss_mb,
-        per_node=int(s.get("actors_per_node", 1)),
-        remedy="fewer actors per node (eval.perplexity.threads_per_actor) or more memory",
-    )
+    driver = driver_process()
+    actor = actor_process(s, "eval.perplexity", copies=2)
     return StageCost(wall_s=wall, store_bytes={"store_bytes": 1}, processes=[driver, actor])

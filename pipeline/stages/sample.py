@@ -62,6 +62,7 @@ def sample(ctx: StageContext) -> dict:
     }
     with ModelPool.for_stage(ctx, cfg, "eval.sample") as pool:
         completions = {mode: pool.complete(cfg.prompts, s) for mode, s in modes.items()}
+        actor_peak_rss_mb = pool.peak_rss_mb()
     tok = load_tokenizer(ctx.input("train_tokenizer"))
     records, stats = _records_and_stats(cfg.prompts, completions, tok)
     with open(ctx.out_dir / "samples.jsonl", "w", encoding="utf-8") as handle:
@@ -69,7 +70,7 @@ def sample(ctx: StageContext) -> dict:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     ctx.tracker.log_metrics(stats)
     ctx.tracker.log_artifact(ctx.out_dir / "samples.jsonl")
-    return {**stats, "n_samples": len(records)}
+    return {**stats, "n_samples": len(records), "actor_peak_rss_mb": actor_peak_rss_mb}
 
 
 def _records_and_stats(prompts: list[str], completions: dict[str, list[str]], tok) -> tuple:

@@ -1,14 +1,17 @@
 """The cost of `sample` (pipeline/stages/sample.py): greedy and top-p continuations of each
-prompt in one process (`generation_work`)."""
+prompt, one pool call per mode, on the stage's model actors (`generation_work`)."""
 
 from __future__ import annotations
 
 from lmforge.pipeline.cost_model import Cluster, StageCost, config_part
 from lmforge.pipeline.stages.generation_work import (
+    actor_process,
+    driver_process,
     generation_wall,
     model_flow,
     model_of_run,
-    model_process,
+    pool_size,
+    pooled_generation,
 )
 
 STAGE = "sample"
@@ -18,27 +21,27 @@ MODES = 2
 
 
 def size(config: dict, flow: dict, cluster: Cluster) -> dict[str, float]:
-    return _size(config["eval"]["sample"]) | model_flow(flow)
+    return _size(config["eval"]["sample"], cluster) | model_flow(flow)
 
 
-def _size(cfg: dict) -> dict[str, float]:
-    return {
-        "generated": MODES * len(cfg["prompts"]) * cfg["max_new_tokens"],
-        "steps": MODES * cfg["max_new_tokens"],  # one batched call per mode
-    }
+def _size(cfg: dict, cluster: Cluster) -> dict[str, float]:
+    pool = pool_size(cfg, cluster)
+    calls = [(len(cfg["prompts"]), cfg["max_new_tokens"])] * MODES
+    return pool | pooled_generation(calls, int(cfg.get("batch_size", 16)), int(pool["actors"]))
 
 
 def size_of_run(sections: dict, summary: dict, upstream: dict, cluster: Cluster) -> dict:
-    return _size(config_part(sections, "eval.sample")) | model_of_run(upstream)
+    return _size(config_part(sections, "eval.sample"), cluster) | model_of_run(upstream)
 
 
 def measured_of_run(summary: dict) -> dict[str, float]:
-    return {}
+    peak = summary.get("actor_peak_rss_mb")
+    return {"actor_rss_mb": float(peak)} if peak else {}
 
 
 def cost(s: dict[str, float]) -> StageCost:
     return StageCost(
         wall_s=generation_wall(s, s["generated"], s["steps"]),
         store_bytes={"store_bytes": 1},
-        processes=[model_process(s)],
+        processes=[driver_process(), actor_process(s, "eval.sample")],
     )
