@@ -222,3 +222,42 @@ def test_perplexity_scoring_divides_over_the_actor_pool_each_holding_two_weight_
     ).size["params"]
     grown = next(p for p in bigger.processes if p.name == "actor").peak_rss_mb - actor.peak_rss_mb
     assert grown == pytest.approx(2 * 4 * (big_params - params) / 2**20, rel=0.05)
+
+
+def test_pool_calls_go_out_in_batches_spread_over_the_actors():
+    from lmforge.pipeline.stages.generation_work import pooled_generation
+
+    # 100 rows in batches of 16: 7 batches; on 2 actors the busiest runs 4 of them.
+    work = pooled_generation([(100, 10)], batch_size=16, actors=2)
+    assert work == {"generated": 4 * 16 * 10, "steps": 4 * 10}
+    # With an actor per batch, one round: the busiest decodes one batch.
+    assert pooled_generation([(100, 10)], 16, 7) == {"generated": 16 * 10, "steps": 10}
+    # Fewer rows than a batch generate only their own tokens; empty calls cost nothing.
+    assert pooled_generation([(4, 48), (0, 48), (8, 0)], 16, 1) == {"generated": 192, "steps": 48}
+    # Calls add up: each is its own round of batches.
+    assert pooled_generation([(4, 48)] * 2, 16, 1) == {"generated": 384, "steps": 96}
+
+
+@pytest.mark.parametrize("name", ["sample", "harm"])
+def test_generation_stages_run_on_a_pool_with_a_driver_holding_no_weights(coefficients, name):
+    corpus = {"docs": 1e6, "bytes": 1e9}
+
+    def run(nodes: int, *overrides: str):
+        cluster = Cluster(nodes, 32, 512 * GB)
+        return stage(estimate_run(compose(list(overrides)), corpus, cluster, coefficients), name)
+
+    # The default pool is one actor; `actors: 0` is one per CPU of the cluster.
+    one_node = run(1)
+    assert one_node.size["actors"] == 1
+    spread = run(2, f"eval.{name}.actors=0")
+    assert spread.size["actors"] == 64 and spread.size["actors_per_node"] == 32
+    assert next(p for p in spread.processes if p.name == "actor").per_node == 32
+    # Weights live in the actors: a bigger model grows the actor, never the driver.
+    bigger = run(1, "model.d_model=1024", "model.d_ff=4096")
+    driver = {r.name: r for r in one_node.processes}["coordinator"]
+    assert {r.name: r for r in bigger.processes}["coordinator"].peak_rss_mb == driver.peak_rss_mb
+    actor = {r.name: r for r in one_node.processes}["actor"]
+    assert {r.name: r for r in bigger.processes}["actor"].peak_rss_mb > actor.peak_rss_mb
+    # More rows than one actor's batch: a pool of one takes longer than a pool of many.
+    many_rows = [f"eval.{name}.batch_size=1"]
+    assert run(1, *many_rows).wall_s > run(1, *many_rows, f"eval.{name}.actors=0").wall_s
