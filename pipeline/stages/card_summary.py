@@ -50,6 +50,11 @@ class BaselineComparison:
             return "beats"
         return "does not beat" if self.low >= 1 else "not distinguishable"
 
+    @property
+    def against(self) -> str:
+        """The verdict as the start of a sentence that names the baseline next."""
+        return "not distinguishable from" if self.verdict == "not distinguishable" else self.verdict
+
 
 def baseline_comparisons(ppl: dict) -> list[BaselineComparison]:
     """One comparison per baseline the perplexity stage reported: the paired interval of the
@@ -82,7 +87,7 @@ def summary_sections(ppl: dict, sample_stats: dict, samples: list[dict]) -> list
         "Against the baselines (same tokenizer, same validation tokens):"
     )
     verdicts = [
-        f"{c.verdict} the {c.name}: its perplexity {c.baseline:.1f}, model/baseline "
+        f"{c.against} the {c.name}: its perplexity {c.baseline:.1f}, model/baseline "
         f"{c.ratio:.2f} (95% interval {c.low:.2f} to {c.high:.2f})"
         for c in baseline_comparisons(ppl)
     ]

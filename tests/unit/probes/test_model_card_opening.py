@@ -50,6 +50,8 @@ def test_every_reported_baseline_gets_a_comparison():
         "interpolated Kneser-Ney trigram"
     ]
     assert kn.verdict == "not distinguishable"  # 74 to 87 against 84
+    assert kn.against == "not distinguishable from"
+    assert comparisons["add-k unigram"].against == "beats"
     without_kn = {k: v for k, v in PPL.items() if not k.startswith("kn_")}
     assert len(baseline_comparisons(without_kn)) == 2  # a card from before the KN baseline
 
