@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -116,3 +117,36 @@ def _coefficient_names(stage: str) -> set[str]:
         if name == stage:
             names = {k for form in cost.measures().values() for k in form if k != "known"}
     return names
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_the_bpe_cases_tell_every_time_coefficient_apart(quick):
+    """Each wall-time coefficient of `train_tokenizer` needs its own direction among the
+    calibration's sizes: with one split size, reading the split looks like start-up."""
+    import numpy as np
+
+    from lmforge.pipeline.calibrate import bench_dir
+    from lmforge.pipeline.stages import train_tokenizer_cost
+
+    sys.path.insert(0, str(bench_dir()))
+    import estimate_cases
+    import tokenizer_sample
+
+    case = next(c for c in estimate_cases.CASES if c.name == "tokenizer_sample")
+    sizes = case.quick if quick else case.calibration
+    rows = []
+    for split, sample, vocab in sizes:
+        size = {
+            "train_text_bytes": tokenizer_sample.parse_size(split),
+            "sample_bytes": tokenizer_sample.parse_size(sample),
+            "vocab_size": vocab,
+            "bytes_per_token": 3.4,
+        }
+        rows.append(train_tokenizer_cost.cost(size).wall_s)
+    names = sorted({n for row in rows for n, v in row.items() if v})
+    if quick:  # the quick cases keep one vocabulary: the merges' cost keeps its prior
+        names.remove("s_per_vocab")
+    matrix = np.array([[row.get(n, 0.0) for n in names] for row in rows], dtype=float)
+    matrix /= np.abs(matrix).max(axis=0)
+    assert {"fixed_s", "s_per_read_byte", "s_per_sampled_byte"} <= set(names)
+    assert np.linalg.matrix_rank(matrix) == len(names), names
