@@ -6,6 +6,10 @@ tasks, not the coordinator, should read the corpus) and by the scale benchmarks.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
+import sys
 from pathlib import Path
 
 
@@ -34,9 +38,21 @@ def _field(path: Path, name: str, unit: int) -> int | None:
     return None
 
 
+def release_freed_memory() -> None:
+    """Hand memory freed by earlier work back to the OS: Arrow's allocator (mimalloc) and glibc
+    keep freed pages resident, so a reused Ray worker's RSS still holds its last task's data."""
+    gc.collect()
+    if "pyarrow" in sys.modules:  # never imported just for this
+        sys.modules["pyarrow"].default_memory_pool().release_unused()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def reset_peak_rss() -> bool:
     """Reset this process's VmHWM to its current RSS (`5` to /proc/self/clear_refs), so a reused
-    worker's earlier peaks do not count against the next task; False where unsupported."""
+    worker's earlier peaks do not count against the next task; False where unsupported. What
+    earlier tasks freed is released first, so it does not count either."""
+    release_freed_memory()
     try:
         Path("/proc/self/clear_refs").write_text("5")
         return True
