@@ -7,8 +7,9 @@ local Ray with `--cpus` CPUs, and reports:
 - `wall_s` and `lmforge` (documents/s) of the stage;
 - `coordinator_peak_rss_mb` and `coordinator_read_mb`: this process over the stage (its peak is
   reset at the stage's start; bytes read are `rchar` of /proc/self/io);
-- `task_peak_rss_mb`: the largest peak of any task (each task resets its VmHWM when it starts, so
-  a reused worker's history does not count), and per step;
+- `task_peak_rss_mb`: the largest peak of any task (each task hands memory that earlier tasks
+  freed back to the OS, then resets its VmHWM, so a reused worker's history does not count), and
+  per step;
 - `max_object_mb` / `task_object_fetch_mb`: the largest object Ray held, and the largest one a
   task had a reference to, polled every second from Ray's memory summary (arguments small enough
   to travel inline with a task never reach the object store and are not seen);
