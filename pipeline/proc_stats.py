@@ -10,6 +10,7 @@ import contextlib
 import ctypes
 import gc
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -46,6 +47,33 @@ def release_freed_memory() -> None:
         sys.modules["pyarrow"].default_memory_pool().release_unused()
     with contextlib.suppress(OSError, AttributeError):  # not glibc
         ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+M_MMAP_THRESHOLD = -3
+"""glibc's `mallopt` parameter for the size from which malloc maps memory of its own."""
+GLIBC_MMAP_THRESHOLD_MAX = 32 << 20
+"""Where glibc's dynamic threshold ends up once a large block has been freed (64-bit)."""
+
+
+@contextlib.contextmanager
+def large_allocations_mapped(threshold: int = 1 << 20) -> Iterator[None]:
+    """Give allocations of `threshold` bytes or more mappings of their own while the block runs.
+
+    Memory that lives briefly beside memory that stays (full-size parameters dropped as their
+    partitions are kept) otherwise fragments glibc's heap: the freed blocks stay resident and
+    count in the peak. Mapped blocks go back to the OS when freed. Afterwards the threshold is
+    glibc's usual ceiling (setting it once ends its dynamic adjustment). A no-op without glibc.
+    """
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        yield
+        return
+    mallopt(M_MMAP_THRESHOLD, threshold)
+    try:
+        yield
+    finally:
+        mallopt(M_MMAP_THRESHOLD, GLIBC_MMAP_THRESHOLD_MAX)
 
 
 def reset_peak_rss() -> bool:

@@ -19,6 +19,7 @@ import torch.distributed as dist
 
 from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
+from lmforge.pipeline.proc_stats import large_allocations_mapped
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.deepspeed_config import deepspeed_config
 from lmforge.pipeline.training.step_times import StepTimes, time_gradient_reduction
@@ -61,9 +62,11 @@ def build_model(model_cfg: ModelConfig, ds_config: dict, device: torch.device) -
         return model.to(device) if device.type == "cuda" else model
     if not deepspeed.comm.is_initialized():  # zero.Init reads the world size from it
         deepspeed.init_distributed(dist_backend=dist.get_backend())
-    with deepspeed.zero.Init(config_dict_or_path=ds_config):
-        model = GPT(model_cfg)  # its init, run on empty partitions here, draws nothing
-    model.reset_parameters(PartitionInit(dist.get_rank()))
+    # Each module is built whole, then partitioned: its full tensors must not stay resident.
+    with large_allocations_mapped():
+        with deepspeed.zero.Init(config_dict_or_path=ds_config):
+            model = GPT(model_cfg)  # its init, run on empty partitions here, draws nothing
+        model.reset_parameters(PartitionInit(dist.get_rank()))
     return model
 
 
