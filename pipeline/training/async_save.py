@@ -5,10 +5,9 @@ one is in flight), rank 0 opens the new checkpoint's directory (`begin`) and tel
 and every rank copies its own part of the parameters and AdamW moments to CPU memory: training
 pauses for that copy only. A background thread per rank then writes the rank's two shards
 (hashed as they are written; hashing and writing release the GIL, so the training thread keeps
-running, and the writer runs at the lowest CPU priority, see `background`); the ranks' threads
-exchange what they wrote over a gloo process group of their own (the training's collectives
-never wait for them), and rank 0's thread publishes the checkpoint: layout, trainer state, and
-the `COMPLETE` marker last, then prunes.
+running); the ranks' threads exchange what they wrote over a gloo process group of their own
+(the training's collectives never wait for them), and rank 0's thread publishes the checkpoint:
+layout, trainer state, and the `COMPLETE` marker last, then prunes.
 Every thread learns the outcome, so `wait()` on any rank returns once the checkpoint is
 published, with its location, or raises the error of whichever rank failed.
 """
@@ -23,7 +22,6 @@ from collections.abc import Callable
 import torch.distributed as dist
 
 from lmforge.pipeline.training import checkpoint as ckpt
-from lmforge.pipeline.training.background import start_low_priority_thread
 from lmforge.pipeline.training.checkpoint_store import open_store
 from lmforge.pipeline.training.collectives import all_gather, broadcast_from_rank0
 from lmforge.pipeline.training.fault import FaultInjection
@@ -81,11 +79,13 @@ class CheckpointSaver:
             state = dataclasses.replace(state, adam_step=adam_step(self.engine))
             texts[ckpt.STATE_FILE] = state.to_json()
         shapes = full_shapes(self.engine)
-        self._thread = start_low_priority_thread(
-            self._write,
-            (pending, state.step, texts, shapes, self._midway(state.step)),
+        self._thread = threading.Thread(
+            target=self._write,
+            args=(pending, state.step, texts, shapes, self._midway(state.step)),
             name=f"checkpoint-writer-{state.step}",
+            daemon=True,
         )
+        self._thread.start()
 
     @property
     def in_flight(self) -> bool:
