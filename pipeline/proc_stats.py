@@ -49,8 +49,9 @@ def release_freed_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-M_MMAP_THRESHOLD = -3
-"""glibc's `mallopt` parameter for the size from which malloc maps memory of its own."""
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+"""glibc's `mallopt` parameters: free heap top kept before trimming; the size from which malloc
+maps memory of its own."""
 GLIBC_MMAP_THRESHOLD_MAX = 32 << 20
 """Where glibc's dynamic threshold ends up once a large block has been freed (64-bit)."""
 
@@ -61,8 +62,10 @@ def large_allocations_mapped(threshold: int = 1 << 20) -> Iterator[None]:
 
     Memory that lives briefly beside memory that stays (full-size parameters dropped as their
     partitions are kept) otherwise fragments glibc's heap: the freed blocks stay resident and
-    count in the peak. Mapped blocks go back to the OS when freed. Afterwards the threshold is
-    glibc's usual ceiling (setting it once ends its dynamic adjustment). A no-op without glibc.
+    count in the peak. Mapped blocks go back to the OS when freed. Setting the threshold ends
+    glibc's own adjustment of it, so afterwards both thresholds are left where that adjustment
+    ends once a large block has been freed (mmap at the ceiling, trim at twice it).
+    A no-op without glibc.
     """
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt
@@ -74,6 +77,7 @@ def large_allocations_mapped(threshold: int = 1 << 20) -> Iterator[None]:
         yield
     finally:
         mallopt(M_MMAP_THRESHOLD, GLIBC_MMAP_THRESHOLD_MAX)
+        mallopt(M_TRIM_THRESHOLD, 2 * GLIBC_MMAP_THRESHOLD_MAX)
 
 
 def reset_peak_rss() -> bool:
