@@ -3,7 +3,8 @@
 Checkpoints live outside the artifact, under `<workdir>/checkpoints/pretrain/<lineage>/`, where
 the lineage key is the cache key without the settings that do not change the trajectory
 (`TRAJECTORY_NEUTRAL`): an interrupted run resumes from its latest checkpoint, raising
-`train.max_steps` continues a finished run, and a run may continue on another worker count.
+`train.max_steps` continues a finished run when the learning rate does not depend on it (see
+`trajectory_neutral`), and a run may continue on another worker count.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from lmforge.model.config import ModelConfig
 from lmforge.pipeline.keys import cache_key
 from lmforge.pipeline.stage import StageContext, stage
 from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.schedule import rate_depends_on_max_steps
 from lmforge.pipeline.typed_config import from_mapping
 
 
@@ -49,17 +51,30 @@ TRAJECTORY_NEUTRAL = (
 checkpoints with different values (more steps, another worker count or ZeRO stage)."""
 
 
-def lineage_key(ctx: StageContext) -> str:
-    """The cache key without trajectory-neutral settings: where this run's checkpoints live."""
-    train = asdict(ctx.config.train)
-    for name in TRAJECTORY_NEUTRAL:
-        train.pop(name, None)
+def trajectory_neutral(train: TrainConfig) -> tuple[str, ...]:
+    """`TRAJECTORY_NEUTRAL` for this run: without `max_steps` where the learning rate depends on
+    it. Under a cosine decay a 1500-step run's rate at step 1000 is not a 1650-step run's, so a
+    finished run continued to a raised max_steps would give another model than a run given that
+    max_steps from the start, under the same cache key."""
+    if rate_depends_on_max_steps(train):
+        return tuple(name for name in TRAJECTORY_NEUTRAL if name != "max_steps")
+    return TRAJECTORY_NEUTRAL
+
+
+def lineage_of(model: ModelConfig, train: TrainConfig, input_keys: dict[str, str]) -> str:
+    """The cache key without trajectory-neutral settings: where a run's checkpoints live."""
+    settings = asdict(train)
+    for name in trajectory_neutral(train):
+        settings.pop(name, None)
     return cache_key(
-        "pretrain-lineage",
-        "1",
-        {"model": asdict(ctx.config.model), "train": train},
-        {k: v["key"] for k, v in ctx.input_manifests.items()},
+        "pretrain-lineage", "1", {"model": asdict(model), "train": settings}, input_keys
     )
+
+
+def lineage_key(ctx: StageContext) -> str:
+    """This stage run's lineage (`lineage_of` its configuration and inputs)."""
+    input_keys = {k: v["key"] for k, v in ctx.input_manifests.items()}
+    return lineage_of(ctx.config.model, ctx.config.train, input_keys)
 
 
 @stage(

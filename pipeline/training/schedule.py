@@ -52,3 +52,9 @@ def learning_rate(step: int, cfg: TrainConfig) -> float:
             max_steps=cfg.max_steps,
         )
     return inverse_sqrt_lr(step, lr=cfg.lr, min_lr=cfg.min_lr, warmup_steps=cfg.warmup_steps)
+
+
+def rate_depends_on_max_steps(cfg: TrainConfig) -> bool:
+    """Whether `train.max_steps` changes the rate of some step: a cosine decay stretches with it
+    (unless it decays to the peak itself); warmup and inverse sqrt ignore it."""
+    return cfg.schedule == "cosine" and cfg.min_lr != cfg.lr

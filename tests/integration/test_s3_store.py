@@ -1,7 +1,8 @@
 """The `tiny` pipeline with its artifact store in a bucket of a real S3-compatible server (moto)
 on 127.0.0.1: every artifact is published with its manifest, a rerun is all cache hits, a
 changed training setting reruns pretrain and its descendants only (resuming from the bucket's
-checkpoint on a node without a local cache), and a missing bucket is one clear error."""
+checkpoint on a node without a local cache, where the schedule lets a longer run continue a
+shorter one), and a missing bucket is one clear error."""
 
 from __future__ import annotations
 
@@ -18,7 +19,13 @@ pytestmark = pytest.mark.integration
 
 def test_tiny_pipeline_with_its_store_in_a_bucket(s3, workdir):
     env, client = s3
-    args = ["run", f"workdir={workdir}", "cluster.store_uri=s3://lmforge/store", *SHORT_TINY]
+    # A constant rate after warmup (min_lr = the tiny preset's lr): raising max_steps then
+    # continues the run's trajectory, so the longer run below resumes from its checkpoint.
+    constant_rate = "train.min_lr=3.0e-3"
+    args = [
+        "run", f"workdir={workdir}", "cluster.store_uri=s3://lmforge/store", *SHORT_TINY,
+        constant_rate,
+    ]  # fmt: skip
     lmforge(*args, env=env)
     states = status(workdir)
     assert {s["state"] for s in states.values()} == {"ran"}

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
 from lmforge.pipeline.training.config import TrainConfig
-from lmforge.pipeline.training.schedule import cosine_lr, inverse_sqrt_lr, learning_rate
+from lmforge.pipeline.training.schedule import (
+    cosine_lr,
+    inverse_sqrt_lr,
+    learning_rate,
+    rate_depends_on_max_steps,
+)
 
 COSINE = {"lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 10, "max_steps": 110}
 
@@ -64,3 +70,16 @@ def test_the_train_config_chooses_the_schedule():
         cosine_lr(99, **{"lr": 1e-3, "min_lr": 0.0, "warmup_steps": 10, "max_steps": 100})
     )
     assert learning_rate(39, inv) == pytest.approx(0.5e-3)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "min_lr", "depends"),
+    [("cosine", 1e-5, True), ("cosine", 1e-3, False), ("inverse_sqrt", 1e-5, False)],
+)
+def test_max_steps_changes_some_rate_exactly_when_the_schedule_says_so(schedule, min_lr, depends):
+    short = TrainConfig(
+        lr=1e-3, min_lr=min_lr, warmup_steps=10, max_steps=100, num_workers=1, schedule=schedule
+    )
+    longer = dataclasses.replace(short, max_steps=150)
+    differs = any(learning_rate(s, short) != learning_rate(s, longer) for s in range(150))
+    assert rate_depends_on_max_steps(short) == differs == depends
