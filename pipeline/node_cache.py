@@ -178,7 +178,7 @@ class CachedFile:
         fcntl.flock(self._have, fcntl.LOCK_EX)
         try:
             identity = self.remote.identity()
-            if os.pread(self._have, HEADER, 0) == identity:
+            if os.pread(self._have, HEADER, 0) == identity and self._data_is_current():
                 return
             if os.fstat(self._have).st_size:  # another version: only if nobody else reads it
                 try:
@@ -199,6 +199,20 @@ class CachedFile:
             fcntl.flock(self._use, fcntl.LOCK_SH)
         finally:
             fcntl.flock(self._have, fcntl.LOCK_UN)
+
+    def _data_is_current(self) -> bool:
+        """Hold the data file the cache names now. Another process may have started the copy
+        (a new inode) between this one opening the path and taking the lock: blocks written
+        through the old descriptor would be marked present but never reach the named file.
+        False when the file is gone."""
+        try:
+            current = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            return False
+        if os.fstat(self._data).st_ino != current:
+            os.close(self._data)
+            self._data = os.open(self.path, os.O_RDWR)
+        return True
 
     def _missing(self, first: int, last: int) -> list[int]:
         have = os.pread(self._have, last - first + 1, HEADER + first)

@@ -6,10 +6,13 @@ once download it once."""
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 from counting_s3 import reset, served
@@ -142,3 +145,37 @@ def test_an_object_outside_any_artifact_is_read_through_the_cache_once(bucket, t
         assert held.local_path().read_bytes() == data
         held.close()
     assert served(env)[f"{BUCKET}/checkpoints/step_000010/shard-0"] == len(data)
+
+
+def test_a_copy_another_process_started_while_this_one_waited_is_the_one_it_fills(bucket, tmp_path):
+    """Opening a cached file opens its data path before taking the file's lock; if another
+    process starts the copy meanwhile (a new inode), the blocks this one fetches must land in
+    the file the cache names, not in the inode it opened first."""
+    _, client = bucket
+    data = payload(3 * BLOCK)
+    remote = put(client, "race/three-blocks", data)
+    cache = NodeCache(CacheConfig(str(tmp_path), 1 << 20))
+    have = cache.state / f"{remote.name}.have"
+    have.parent.mkdir(parents=True, exist_ok=True)
+    other = os.open(have, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(other, fcntl.LOCK_EX)  # the other process holds the lock ...
+    opened: dict = {}
+    thread = threading.Thread(target=lambda: opened.update(held=cache.open(remote)))
+    thread.start()
+    named = cache.files / remote.name
+    deadline = time.monotonic() + 10
+    while not named.exists() and time.monotonic() < deadline:  # ... once this one has opened
+        time.sleep(0.01)
+    time.sleep(0.2)
+    named.unlink()  # ... and starts the copy: a new inode, the header naming the content
+    fd = os.open(named, os.O_RDWR | os.O_CREAT)
+    os.ftruncate(fd, remote.size)
+    os.close(fd)
+    os.pwrite(other, remote.identity() + bytes(remote.blocks), 0)
+    fcntl.flock(other, fcntl.LOCK_UN)
+    os.close(other)
+    thread.join(timeout=10)
+    held = opened["held"]
+    assert held.read(0, len(data)) == data
+    assert named.read_bytes() == data  # what a reader of the local path gets
+    held.close()
