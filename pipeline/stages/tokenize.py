@@ -139,8 +139,12 @@ def tokenize(ctx: StageContext) -> dict:
     # Sent once, not once per task (with a bucket they carry their artifacts' manifests).
     clean_ref, tokenizer_ref = ray.put(clean_dir), ray.put(ctx.input("train_tokenizer"))
     # tokenizers starts a rayon thread per core; one task holds one CPU, so one thread each.
+    # SPREAD: Ray's default packs short tasks onto the driver's node while it has room, so a
+    # cluster's other nodes could sit idle (seen in the private-nodes bucket test).
     remote = ray.remote(_tokenize_group).options(
-        num_cpus=1, runtime_env={"env_vars": {"RAYON_NUM_THREADS": "1"}}
+        num_cpus=1,
+        scheduling_strategy="SPREAD",
+        runtime_env={"env_vars": {"RAYON_NUM_THREADS": "1"}},
     )
     plans = {split: _plan(clean_dir, split, target) for split in ("train", "val")}
     futures = {
