@@ -152,7 +152,8 @@ def measure_tokenizer(root: Path, size: tuple[str, str, int]) -> list[dict]:
     clean.mkdir(parents=True, exist_ok=True)
     try:
         ts.write_split(clean, "train", ts.parse_size(split), 0, 1.25, 128 << 20)
-        run = ts.train(clean, root / "tokenizer.json", ts.parse_size(sample), vocab)
+        min_count = ts.TokenizerConfig().min_word_count  # the stage's default
+        run = ts.train(clean, root / "tokenizer.json", ts.parse_size(sample), vocab, min_count)
     finally:
         shutil.rmtree(clean, ignore_errors=True)
     found = {

@@ -5,13 +5,14 @@ words are Zipf-distributed ranks spelled in random syllables, so distinct words 
 with the size of the text, as in web text. Then, each in a fresh subprocess that runs the
 `train_tokenizer` stage's own training (`train_on_sample`), it trains a BPE of `--vocab` tokens
 on a `--sample`, on a `--reference-sample`, and on all of the split, and records each one's peak
-RSS (VmHWM of that subprocess) and wall time. Validation bytes per token of the sampled
-tokenizer are compared with those of the reference one. Sizes take KB/MB/GB (powers of 1024).
-The last line is JSON with `peak_rss_mb`, `wall_s`, `bytes_per_token_rel_diff` and
-`unsampled_peak_rss_mb` (goals: < 2048 MB, < 300 s, < 0.01).
+RSS (VmHWM of that subprocess) and wall time. The sampled and unsampled runs leave out words seen
+fewer than `--min-word-count` times (the stage's default); the reference keeps every word.
+Validation bytes per token of the sampled tokenizer are compared with those of the reference.
+Sizes take KB/MB/GB (powers of 1024). The last line is JSON with `peak_rss_mb`, `wall_s`,
+`bytes_per_token_rel_diff` and `unsampled_peak_rss_mb` (goals: < 2048 MB, < 300 s, < 0.01).
 
     .venv/bin/python bench/tokenizer_sample.py [--size 3GB] [--sample 256MB]
-        [--reference-sample 1GB] [--vocab 32768] [--no-unsampled]
+        [--reference-sample 1GB] [--vocab 32768] [--min-word-count 2] [--no-unsampled]
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lmforge.pipeline.sources.parquet_shards import SCHEMA
+from lmforge.tokenizer.config import TokenizerConfig
 
 UNITS = {"KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
 CONSONANTS, VOWELS = b"bdfghklmnprstvz", b"aeiou"
@@ -126,23 +128,29 @@ def peak_rss_mb() -> float:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def train_worker(clean_dir: str, out_file: str, sample_bytes: int, vocab: int) -> None:
+def train_worker(
+    clean_dir: str, out_file: str, sample_bytes: int, vocab: int, min_word_count: int
+) -> None:
     """Run in a fresh process: the stage's training, then one JSON line with its peak RSS."""
     from lmforge.pipeline.stages.train_tokenizer import train_on_sample
     from lmforge.tokenizer import TokenizerConfig
 
-    cfg = TokenizerConfig(vocab_size=vocab, sample_bytes=sample_bytes)
-    tok, stats = train_on_sample(Path(clean_dir), cfg)
-    tok.save(out_file)
-    print(json.dumps({"peak_rss_mb": round(peak_rss_mb(), 1), **stats.to_summary()}))
-
-
-def train(clean_dir: Path, out_file: Path, sample_bytes: int, vocab: int) -> dict:
-    command = [sys.executable, __file__, "--worker", str(clean_dir), str(out_file)]
-    started = time.perf_counter()
-    done = subprocess.run(
-        [*command, str(sample_bytes), str(vocab)], capture_output=True, text=True, check=False
+    cfg = TokenizerConfig(
+        vocab_size=vocab, sample_bytes=sample_bytes, min_word_count=min_word_count
     )
+    tok, stats, words = train_on_sample(Path(clean_dir), cfg)
+    tok.save(out_file)
+    summary = {**stats.to_summary(), **words.to_summary()}
+    print(json.dumps({"peak_rss_mb": round(peak_rss_mb(), 1), **summary}))
+
+
+def train(
+    clean_dir: Path, out_file: Path, sample_bytes: int, vocab: int, min_word_count: int
+) -> dict:
+    command = [sys.executable, __file__, "--worker", str(clean_dir), str(out_file)]
+    settings = [str(sample_bytes), str(vocab), str(min_word_count)]
+    started = time.perf_counter()
+    done = subprocess.run([*command, *settings], capture_output=True, text=True, check=False)
     if done.returncode:
         raise SystemExit(f"training on {sample_bytes} bytes failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -169,6 +177,13 @@ def main() -> None:
     parser.add_argument("--reference-sample", default="1GB", help="sample of the reference BPE")
     parser.add_argument("--val-size", default="8MB", help="validation text for bytes per token")
     parser.add_argument("--vocab", type=int, default=32768)
+    parser.add_argument(
+        "--min-word-count",
+        type=int,
+        default=TokenizerConfig().min_word_count,
+        help="tokenizer.min_word_count of the sampled and unsampled runs (the reference keeps "
+        "every word)",
+    )
     parser.add_argument("--zipf", type=float, default=1.25, help="Zipf exponent of word ranks")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-unsampled", action="store_true", help="skip the full-split run")
@@ -183,12 +198,15 @@ def main() -> None:
         elapsed = time.perf_counter() - started
         print(f"generated {size / 2**20:.0f} MB, {docs} documents in {elapsed:.0f} s")
         runs = {}
-        for name, budget in (("sampled", sample), ("reference", reference)):
-            runs[name] = train(clean, Path(tmp) / f"{name}.json", budget, args.vocab)
+        plan = (("sampled", sample, args.min_word_count), ("reference", reference, 1))
+        for name, budget, min_count in plan:
+            runs[name] = train(clean, Path(tmp) / f"{name}.json", budget, args.vocab, min_count)
             runs[name]["val_bytes_per_token"] = bytes_per_token(Path(tmp) / f"{name}.json", clean)
             print(name, json.dumps(runs[name]))
         if not args.no_unsampled:
-            runs["unsampled"] = train(clean, Path(tmp) / "unsampled.json", 0, args.vocab)
+            runs["unsampled"] = train(
+                clean, Path(tmp) / "unsampled.json", 0, args.vocab, args.min_word_count
+            )
             print("unsampled", json.dumps(runs["unsampled"]))
     bpt, ref_bpt = runs["sampled"]["val_bytes_per_token"], runs["reference"]["val_bytes_per_token"]
     print(
@@ -199,6 +217,9 @@ def main() -> None:
                 "sample_mb": round(sample / 2**20),
                 "reference_sample_mb": round(reference / 2**20),
                 "vocab": args.vocab,
+                "min_word_count": args.min_word_count,
+                "sample_distinct_words": runs["sampled"].get("sample_distinct_words"),
+                "bpe_words": runs["sampled"].get("bpe_words"),
                 "peak_rss_mb": runs["sampled"]["peak_rss_mb"],
                 "wall_s": runs["sampled"]["wall_s"],
                 "bytes_per_token": round(bpt, 4),
@@ -213,7 +234,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 6 and sys.argv[1] == "--worker":
-        train_worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    if len(sys.argv) == 7 and sys.argv[1] == "--worker":
+        train_worker(sys.argv[2], sys.argv[3], *map(int, sys.argv[4:]))
     else:
         main()

@@ -27,12 +27,17 @@ class TokenizerConfig:
     """User-defined special tokens, given ids right after `<|endoftext|>` (0) and `<|pad|>` (1)."""
     sample_bytes: int = 4_000_000_000
     """Train on about this many bytes of text, documents chosen by hash of their id; 0: all."""
+    min_word_count: int = 2
+    """Words (pre-tokens) seen fewer times in the sample are left out of BPE training; 1: none.
+    Most distinct words of web text occur once, and each costs HF's trainer hundreds of bytes."""
 
     def __post_init__(self) -> None:
         if self.sample_bytes < 0:
             raise ValueError(
                 f"tokenizer.sample_bytes must be >= 0 (0: all), got {self.sample_bytes}"
             )
+        if self.min_word_count < 1:
+            raise ValueError(f"tokenizer.min_word_count must be >= 1, got {self.min_word_count}")
         if self.min_frequency < 1:
             raise ValueError(f"tokenizer.min_frequency must be >= 1, got {self.min_frequency}")
         for token in self.special_tokens:

@@ -3,7 +3,8 @@
 `tokenizer.sample_bytes` bounds the text the trainer sees, and so its memory: HF BPE keeps every
 distinct pre-token and pair of its input. Documents are chosen by a hash of their id
 (`lmforge.pipeline.sources.hash_sample`), so a rerun trains on the same text and writes a
-byte-identical `tokenizer.json`, however the clean split is sharded.
+byte-identical `tokenizer.json`, however the clean split is sharded. Words seen fewer than
+`tokenizer.min_word_count` times in the sample are left out of BPE (`lmforge.tokenizer.train`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from lmforge.pipeline.sources.parquet_shards import iter_texts
 from lmforge.pipeline.stage import StageContext, stage
 from lmforge.pipeline.typed_config import from_mapping
 from lmforge.tokenizer.config import TokenizerConfig
+from lmforge.tokenizer.train import TrainingWords
 
 STATS_DOCS = 2000
 """Validation documents used for the compression statistics."""
@@ -38,12 +40,16 @@ def parse(sections: dict) -> TokenizerConfig:
     return from_mapping(TokenizerConfig, values, "tokenizer")
 
 
-def train_on_sample(clean_dir: Path, cfg: TokenizerConfig) -> tuple[Tokenizer, SampleStats]:
-    """BPE trained on about `cfg.sample_bytes` of the train split (all of it for 0)."""
-    from lmforge.tokenizer.train import train_bpe
+def train_on_sample(
+    clean_dir: Path, cfg: TokenizerConfig
+) -> tuple[Tokenizer, SampleStats, TrainingWords]:
+    """BPE trained on about `cfg.sample_bytes` of the train split (all of it for 0), what was
+    sampled, and how many distinct words the sample held and BPE kept."""
+    from lmforge.tokenizer.train import train_bpe_counted
 
     sample = HashSample(clean_dir, "train", cfg.sample_bytes, exclude_sources=EXCLUDED_SOURCES)
-    return train_bpe(sample, cfg), sample.stats()
+    tok, words = train_bpe_counted(sample, cfg)
+    return tok, sample.stats(), words
 
 
 @stage(
@@ -59,9 +65,13 @@ def train_tokenizer(ctx: StageContext) -> dict:
     from lmforge.tokenizer.stats import tokenizer_stats
 
     clean_dir = ctx.input("clean")
-    tok, sampled = train_on_sample(clean_dir, ctx.config)
+    tok, sampled, words = train_on_sample(clean_dir, ctx.config)
     save_tokenizer(tok, ctx.out_dir, model_max_length=1 << 20)
     stats = tokenizer_stats(tok, islice(iter_texts(clean_dir, "val"), STATS_DOCS))
-    summary = {**sampled.to_summary(), **{f"val_{k}": v for k, v in stats.items()}}
+    summary = {
+        **sampled.to_summary(),
+        **words.to_summary(),
+        **{f"val_{k}": v for k, v in stats.items()},
+    }
     ctx.tracker.log_metrics(summary)
     return summary

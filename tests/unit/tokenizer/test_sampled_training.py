@@ -68,7 +68,7 @@ def test_same_input_twice_gives_a_byte_identical_tokenizer_json(
     clean = write_split(tmp_path / "clean", documents, docs_per_shard=100)
     files = []
     for run in ("a", "b"):
-        tok, stats = train_on_sample(clean, config(total_bytes // 3))
+        tok, stats, _ = train_on_sample(clean, config(total_bytes // 3))
         save_tokenizer(tok, tmp_path / run, model_max_length=128)
         files.append((tmp_path / run / "tokenizer.json").read_bytes())
         assert 0 < stats.sample_docs < len(documents)
@@ -90,8 +90,8 @@ def test_the_sample_does_not_depend_on_how_the_split_is_sharded(
     assert 0 < len(texts_few) < len(documents)
     assert texts_few == texts_many
     assert sorted(texts_reordered) == sorted(texts_few)
-    tok_few, _ = train_on_sample(few, config(budget))
-    tok_many, _ = train_on_sample(many, config(budget))
+    tok_few, *_ = train_on_sample(few, config(budget))
+    tok_many, *_ = train_on_sample(many, config(budget))
     assert tok_few.to_str() == tok_many.to_str()
 
 
@@ -115,7 +115,7 @@ def test_a_budget_at_least_the_split_takes_every_document_like_unsampled_trainin
     tmp_path: Path, documents: list[Document], total_bytes: int, extra: int
 ) -> None:
     clean = write_split(tmp_path / "clean", documents, docs_per_shard=100)
-    tok, stats = train_on_sample(clean, config(total_bytes + extra))
+    tok, stats, _ = train_on_sample(clean, config(total_bytes + extra))
     assert (stats.sample_docs, stats.sample_bytes) == (len(documents), total_bytes)
     unsampled = train_bpe(iter_texts(clean, "train"), config(0))
     assert tok.to_str() == unsampled.to_str()
