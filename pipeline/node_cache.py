@@ -210,8 +210,11 @@ class CachedFile:
         except FileNotFoundError:
             return False
         if os.fstat(self._data).st_ino != current:
-            os.close(self._data)
-            self._data = os.open(self.path, os.O_RDWR)
+            fresh = os.open(self.path, os.O_RDWR)
+            try:  # dup2: other threads reading through the descriptor never see it closed
+                os.dup2(fresh, self._data)
+            finally:
+                os.close(fresh)
         return True
 
     def _missing(self, first: int, last: int) -> list[int]:
@@ -230,6 +233,7 @@ class CachedFile:
         block = self.remote.block_bytes
         first, last = offset // block, (end - 1) // block
         if not self._missing(first, last):
+            self._hold_present_data()
             self._complete = first == 0 and last == self.remote.blocks - 1
             return
         with self._lock:
@@ -238,9 +242,21 @@ class CachedFile:
                 missing = self._missing(first, last)
                 if missing:
                     self._fetch(missing, progress)
+                else:
+                    self._hold_present_data()
             finally:
                 fcntl.flock(self._have, fcntl.LOCK_UN)
         self._complete = first == 0 and last == self.remote.blocks - 1
+
+    def _hold_present_data(self) -> None:
+        """Blocks another process marked present may be in a file this one does not hold:
+        `adopt` moves a whole new file in (a new inode) and marks every block. Checked after
+        the flags were read, so the file held then has every block the flags promised."""
+        if not self._data_is_current():
+            raise ArtifactError(
+                f"the node cache's copy of {self.remote.label or self.remote.name} went "
+                "away while in use; rerun"
+            )
 
     def _fetch(self, blocks: list[int], shared: TransferProgress | None) -> None:
         remote, block = self.remote, self.remote.block_bytes

@@ -179,3 +179,23 @@ def test_a_copy_another_process_started_while_this_one_waited_is_the_one_it_fill
     assert held.read(0, len(data)) == data
     assert named.read_bytes() == data  # what a reader of the local path gets
     held.close()
+
+
+def test_a_reader_holding_the_sparse_copy_reads_a_file_another_process_adopted(bucket, tmp_path):
+    """`adopt` moves a whole file in (a new inode) and marks every block present: a process that
+    opened the sparse copy before must read the adopted file, not zeros from the old inode."""
+    _, client = bucket
+    data = payload(3 * BLOCK, seed=5)
+    remote = put(client, "race/adopted", data)
+    cache = NodeCache(CacheConfig(str(tmp_path), 1 << 20))
+    reader = cache.open(remote)  # opened first: holds the sparse file, nothing fetched
+    writer = cache.open(remote)  # the process that just wrote this content
+    local = tmp_path / "written"
+    local.write_bytes(data)
+    writer.adopt(local)
+    writer.close()
+    reset(bucket[0])
+    assert reader.read(BLOCK, 2 * BLOCK) == data[BLOCK:]
+    assert reader.read(0, len(data)) == data
+    assert served(bucket[0]) == {}  # nothing downloaded: the adopted blocks were used
+    reader.close()
