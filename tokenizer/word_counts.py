@@ -24,7 +24,10 @@ def count_words(texts: Iterable[str], pre_tokenizer: pre_tokenizers.PreTokenizer
     counter.pre_tokenizer = pre_tokenizer
     trainer = trainers.WordLevelTrainer(vocab_size=1, show_progress=False)
     counter.train_from_iterator(texts, trainer=trainer)
-    state = json.loads(trainer.__getstate__())
+    serialized = trainer.__getstate__()
+    del counter, trainer  # the Rust-side counts go before Python's copy of them is built
+    state = json.loads(serialized)
+    del serialized
     try:
         words = state["WordLevelTrainer"]["words"]
     except (KeyError, TypeError):

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from lmforge.pipeline.filters.minhash import EMPTY
-
 KEY_SPACE = 1 << 64
 ROW_BITS = 32
+ID_READS_MAPPED = 1 << 16
+"""Ids read through the maps before they are dropped (`IndexReader.ids`)."""
 
 
 def node_of(unit: int | np.ndarray, row: int | np.ndarray) -> np.ndarray:
@@ -39,41 +39,8 @@ def unit_dir(directory: Path, unit: int) -> Path:
     return directory / f"u{unit:06d}"
 
 
-def write_unit_index(
-    directory: Path,
-    unit: int,
-    ids: list[str],
-    exact_hashes: np.ndarray,
-    signatures: np.ndarray | None,
-    band_keys: np.ndarray | None,
-) -> None:
-    """Write one unit's index (`signatures`/`band_keys` None: near dedup is off)."""
-    out = unit_dir(directory, unit)
-    out.mkdir(parents=True, exist_ok=True)
-    encoded = [i.encode("utf-8", errors="surrogateescape") for i in ids]
-    offsets = np.zeros(len(encoded) + 1, np.int64)
-    np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    (out / "ids.bin").write_bytes(b"".join(encoded))
-    np.save(out / "id_offsets.npy", offsets)
-    order = np.argsort(exact_hashes, kind="stable")
-    np.save(out / "exact_keys.npy", exact_hashes[order].astype(np.uint64))
-    np.save(out / "exact_rows.npy", order.astype(np.uint32))
-    if signatures is None or band_keys is None:
-        return
-    np.save(out / "signatures.npy", np.ascontiguousarray(signatures, np.uint32))
-    valid = np.flatnonzero(signatures[:, 0] != EMPTY) if len(signatures) else np.zeros(0, int)
-    keys = np.ascontiguousarray(band_keys[valid].T, np.uint64)  # bands x valid
-    rows = np.empty(keys.shape, np.uint32)
-    for band in range(keys.shape[0]):
-        order = np.argsort(keys[band], kind="stable")
-        keys[band] = keys[band][order]
-        rows[band] = valid[order]
-    np.save(out / "band_keys.npy", keys)
-    np.save(out / "band_rows.npy", rows)
-
-
 def unit_index_files(directory: Path, unit: int) -> list[Path]:
-    """The files `write_unit_index` wrote for `unit`."""
+    """The files `UnitIndexWriter` wrote for `unit`."""
     return sorted(p for p in unit_dir(directory, unit).iterdir() if p.is_file())
 
 
@@ -93,6 +60,7 @@ class IndexReader:
         self.fetch = fetch or (lambda path: path)
         self._arrays: dict[tuple[int, str], np.ndarray] = {}
         self._signature_files: dict[int, tuple[int, int, int]] = {}
+        self._id_reads = 0
 
     def _array(self, unit: int, name: str) -> np.ndarray:
         key = (unit, name)
@@ -125,14 +93,53 @@ class IndexReader:
         return np.array(keys[start:stop]), node_of(unit, np.array(rows[start:stop]))
 
     def ids(self, nodes: np.ndarray) -> list[bytes]:
-        """The ids of `nodes` (UTF-8 bytes: their order is the order of the strings)."""
+        """The ids of `nodes` (UTF-8 bytes: their order is the order of the strings).
+
+        Every ID_READS_MAPPED ids the id maps are dropped: duplicates are spread over every
+        unit, and mapped pages count in this process's resident memory until unmapped, so
+        without it a dedup task would come to hold the ids of the whole corpus."""
         units, rows = split_node(np.asarray(nodes, np.int64))
         out = []
         for unit, row in zip(units.tolist(), rows.tolist(), strict=True):
             offsets = self._array(unit, "id_offsets.npy")
             data = self._array(unit, "ids.bin")
             out.append(bytes(data[int(offsets[row]) : int(offsets[row + 1])]))
+        self._id_reads += len(out)
+        if self._id_reads >= ID_READS_MAPPED:
+            self._unmap_ids()
         return out
+
+    def _unmap_ids(self) -> None:
+        for key in [k for k in self._arrays if k[1] in ("ids.bin", "id_offsets.npy")]:
+            del self._arrays[key]
+        self._id_reads = 0
+
+    def fixed_width_ids(self, nodes: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+        """The ids of `nodes` as one fixed-width bytes array (NUL-padded), gathered unit by unit
+        in numpy; each unit's `ids.bin` is unmapped once read, so the mapped pages of all units
+        never count in this process's memory at once."""
+        units, rows = split_node(np.asarray(nodes, np.int64))
+        starts = np.zeros(len(nodes), np.int64)
+        lengths = np.zeros(len(nodes), np.int64)
+        for unit in np.unique(units).tolist():
+            pick = np.flatnonzero(units == unit)
+            offsets = self._array(unit, "id_offsets.npy")
+            starts[pick] = offsets[rows[pick]]
+            lengths[pick] = offsets[rows[pick] + 1] - starts[pick]
+        width = max(1, int(lengths.max(initial=0)))
+        out = np.zeros((len(nodes), width), np.uint8)
+        columns = np.arange(width)
+        for unit in np.unique(units).tolist():
+            data = self._array(unit, "ids.bin")
+            pick = np.flatnonzero(units == unit)
+            for first in range(0, len(pick), chunk):
+                part = pick[first : first + chunk]
+                inside = columns < lengths[part, None]
+                at = np.minimum(starts[part, None] + columns, max(0, len(data) - 1))
+                out[part] = np.where(inside, data[at] if len(data) else 0, 0)
+            del data
+            self._arrays.pop((unit, "ids.bin"), None)
+        return out.view(f"S{width}").ravel()
 
     def signatures(self, nodes: np.ndarray) -> np.ndarray:
         """The signatures of `nodes`, row-aligned.

@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lmforge.pipeline.artifact_output import ArtifactOutput
-from lmforge.pipeline.dedup.index import IndexReader, unit_index_files, write_unit_index
+from lmforge.pipeline.dedup.index import IndexReader, unit_index_files
+from lmforge.pipeline.dedup.index_writer import UnitIndexWriter
 from lmforge.pipeline.dedup.resolve import KINDS, remove_list_path
 from lmforge.pipeline.filters.base import DroppedDocument
 from lmforge.pipeline.filters.chain import build_filter_chain, chain_counts, run_chain
@@ -166,8 +167,12 @@ def filter_unit(
     near = MinHashDeduplicator(cfg.dedup.near) if cfg.dedup.near.enabled else None
     reader = _UnitReader(unit, cfg, limit)
     documents = iter(reader)
-    ids: list[str] = []
-    hashes, signatures, band_keys = [], [], []
+    index = UnitIndexWriter(
+        Path(dirs.index),
+        unit.index,
+        cfg.dedup.near.num_perm if near else None,
+        cfg.dedup.near.bands if near else None,
+    )
     with (
         pq.ParquetWriter(
             part_path(Path(dirs.parts), unit.index), PART_SCHEMA, compression="zstd"
@@ -192,27 +197,17 @@ def filter_unit(
             )
             excluded.clear()
             texts = [d.text for d in survivors]
-            ids += [d.id for d in survivors]
-            hashes.append(np.array([exact.text_hash(t) for t in texts], dtype=np.uint64))
-            if near is not None and texts:
-                sig, bands = near.signatures(texts)
-                signatures.append(sig)
-                band_keys.append(bands)
-    write_unit_index(
-        Path(dirs.index),
-        unit.index,
-        ids,
-        np.concatenate(hashes) if hashes else np.zeros(0, np.uint64),
-        _stacked(signatures, cfg.dedup.near.num_perm, np.uint32) if near else None,
-        _stacked(band_keys, cfg.dedup.near.bands, np.uint64) if near else None,
-    )
+            hashes = np.array([exact.text_hash(t) for t in texts], dtype=np.uint64)
+            sig, bands = near.signatures(texts) if near is not None and texts else (None, None)
+            index.add([d.id for d in survivors], hashes, sig, bands)
+    index.close()
     dirs.publish(part_path(Path(dirs.parts), unit.index))
     dirs.publish(*unit_index_files(Path(dirs.index), unit.index))
     result = FilteredPartition(
         index=unit.index,
         docs_in=reader.docs_in,
         counts={name: c.to_dict() for name, c in chain_counts(chain).items()},
-        kept=len(ids),
+        kept=index.rows,
         skipped_files=reader.skipped,
         docs_before_file_errors=reader.before_errors,
         peak_rss_bytes=task_peak_rss_bytes(),
@@ -227,10 +222,6 @@ def _node_id() -> str:
     import ray
 
     return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
-
-
-def _stacked(arrays: list[np.ndarray], width: int, dtype) -> np.ndarray:
-    return np.concatenate(arrays) if arrays else np.zeros((0, width), dtype)
 
 
 def kept_path(parts_dir: str | Path, index: int, split: str) -> Path:

@@ -11,7 +11,8 @@ from bench_modules import load_bench
 
 from lmforge.pipeline.dedup.exact import exact_partition
 from lmforge.pipeline.dedup.in_memory import in_memory_removals
-from lmforge.pipeline.dedup.index import IndexReader, key_ranges, write_unit_index
+from lmforge.pipeline.dedup.index import IndexReader, key_ranges
+from lmforge.pipeline.dedup.index_writer import write_unit_index
 from lmforge.pipeline.dedup.near import band_partition
 from lmforge.pipeline.dedup.resolve import KINDS, remove_list_path, resolve
 from lmforge.pipeline.filters.dedup_exact import ExactDeduplicator
