@@ -1,8 +1,9 @@
 """Connected components over the near-duplicate edges, and one remove list per unit.
 
-Holds the exact removals, the nodes that have an edge (a parent and a fixed-width id each) and
-one batch of edges at a time: memory grows with the duplicates, not the corpus, and stays in
-numpy arrays (a Python union-find over Python ids took ~500 bytes per removal).
+Holds the exact removals, the nodes that have an edge (about 32 bytes each, in numpy arrays) and
+one batch of edges at a time: memory grows with the duplicates, not the corpus. The components
+are joined over node indexes; the document each keeps (the smallest id, ties: the smallest node)
+is then found component by component, reading the ids of a bounded chunk of nodes at a time.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from lmforge.pipeline.shared_dir import LOCAL, SharedDir
 
 EXACT, NEAR = 0, 1
 KINDS = {EXACT: "exact_duplicate", NEAR: "near_duplicate"}
-EDGE_BATCH = 1 << 22
+EDGE_BATCH = 1 << 20
 """Edges joined at once (16 bytes each): files are read until a batch holds this many."""
+ID_CHUNK = 1 << 18
+"""Nodes whose ids are read at once when choosing each component's kept document."""
 
 
 def remove_list_path(directory: Path, unit: int) -> Path:
@@ -47,8 +50,32 @@ def edge_nodes(shared: SharedDir, edge_files: list[str]) -> np.ndarray:
     """The sorted distinct nodes with an edge."""
     nodes = np.zeros(0, np.int64)
     for edges in edge_batches(shared, edge_files):
-        nodes = np.union1d(nodes, edges.ravel())
+        nodes = np.union1d(nodes, np.unique(edges))
     return nodes
+
+
+def kept_of_components(reader: IndexReader, nodes: np.ndarray, roots: np.ndarray) -> np.ndarray:
+    """For each node, the node its component keeps: the smallest (id, node). `roots` gives each
+    node's component as the index of its root in `nodes`."""
+    by_component = np.argsort(roots, kind="stable")
+    starts = np.flatnonzero(np.diff(roots[by_component], prepend=-1))
+    kept = np.empty(len(nodes), np.int64)
+    first = 0
+    while first < len(starts):
+        # Whole components only, about ID_CHUNK nodes (more when one component is bigger).
+        last = int(np.searchsorted(starts, starts[first] + ID_CHUNK, side="right"))
+        last = max(last, first + 1)
+        stop = int(starts[last]) if last < len(starts) else len(nodes)
+        members = by_component[starts[first] : stop]
+        component = roots[members]
+        ids = reader.fixed_width_ids(nodes[members])
+        order = np.lexsort((nodes[members], ids, component))
+        heads = np.flatnonzero(np.diff(component[order], prepend=-1))
+        winner = nodes[members[order[heads]]]  # one per component, in component order
+        counts = np.diff(np.append(heads, len(order)))
+        kept[members[order]] = np.repeat(winner, counts)
+        first = last
+    return kept
 
 
 def resolve(
@@ -70,20 +97,15 @@ def resolve(
         kinds.append(np.full(pairs.shape[1], EXACT, np.int64))
     nodes = edge_nodes(shared, edge_files)
     if len(nodes):
-        # Rank the nodes by (id, node): a component's smallest rank is the document it keeps.
-        # Fixed-width bytes sort as the strings do (an id ending in NUL bytes aside).
-        by_id = np.lexsort((nodes, reader.fixed_width_ids(nodes)))
-        ranked = nodes[by_id]  # rank -> node
-        rank = np.empty(len(nodes), np.int64)
-        rank[by_id] = np.arange(len(nodes))  # index in `nodes` -> rank
-        del by_id
         parent = new_forest(len(nodes))
         for edges in edge_batches(shared, edge_files):
-            join(parent, rank[np.searchsorted(nodes, edges)])
+            join(parent, np.searchsorted(nodes, edges))
         flatten(parent)
-        moved = np.flatnonzero(parent != np.arange(len(nodes)))
-        removed.append(ranked[moved])
-        kept.append(ranked[parent[moved]])
+        kept_node = kept_of_components(reader, nodes, parent)
+        del parent
+        moved = np.flatnonzero(kept_node != nodes)
+        removed.append(nodes[moved])
+        kept.append(kept_node[moved])
         kinds.append(np.full(len(moved), NEAR, np.int64))
     if not removed or not sum(len(r) for r in removed):
         return {**{name: 0 for name in KINDS.values()}, "peak_rss_bytes": task_peak_rss_bytes()}

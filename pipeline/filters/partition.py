@@ -253,44 +253,52 @@ def split_unit(index: int, cfg: DataConfig, dirs: CleanDirs, output: ArtifactOut
             )
         buffers[split], sizes[split] = [], 0
 
+    by_kind = dict.fromkeys(KINDS.values(), 0)
+
+    def write_duplicates(writer: pq.ParquetWriter) -> None:
+        if duplicates:
+            writer.write_table(pa.Table.from_pylist(duplicates, schema=DUPLICATES_SCHEMA))
+            for d in duplicates:
+                by_kind[d["kind"]] += 1
+            duplicates.clear()
+
     part = pq.ParquetFile(dirs.fetch(part_path(Path(dirs.parts), index)))
-    for batch in part.iter_batches(batch_size=cfg.partition_docs):
-        for row in batch.to_pylist():
-            number, row_number = row_number, row_number + 1
-            if number in removed:
-                kind, kept_id = removed[number]
-                duplicates.append({"id": row["id"], "kept_id": kept_id, "kind": kind})
-                continue
-            split = split_of(row["id"], cfg.val_fraction)
-            meta = json.loads(row["meta"])
-            buffers[split].append(
-                {
-                    **row,
-                    "n_chars": len(row["text"]),
-                    "split": split,
-                    "lang": str(meta.get("language", "")),
-                }
-            )
-            sizes[split] += len(row["text"].encode("utf-8", errors="surrogateescape"))
-            if sizes[split] >= group_bytes:
-                flush(split)
-    groups = {}
-    for split, writer in writers.items():
-        flush(split)
-        writer.close()
-        meta = pq.read_metadata(kept_path(dirs.parts, index, split))
-        groups[split] = [
-            (meta.row_group(g).num_rows, _compressed_bytes(meta.row_group(g)))
-            for g in range(meta.num_row_groups)
-        ]
-    dirs.publish(*(kept_path(dirs.parts, index, split) for split in writers))
-    with output.open(f"{DUPLICATES_DIR}/part-{index:05d}.parquet") as duplicates_file:
-        pq.write_table(
-            pa.Table.from_pylist(duplicates, schema=DUPLICATES_SCHEMA),
-            duplicates_file,
-            compression="zstd",
-        )
-    by_kind = {kind: sum(d["kind"] == kind for d in duplicates) for kind in KINDS.values()}
+    with (
+        output.open(f"{DUPLICATES_DIR}/part-{index:05d}.parquet") as duplicates_file,
+        pq.ParquetWriter(duplicates_file, DUPLICATES_SCHEMA, compression="zstd") as dup_writer,
+    ):
+        for batch in part.iter_batches(batch_size=cfg.partition_docs):
+            for row in batch.to_pylist():
+                number, row_number = row_number, row_number + 1
+                if number in removed:
+                    kind, kept_id = removed[number]
+                    duplicates.append({"id": row["id"], "kept_id": kept_id, "kind": kind})
+                    continue
+                split = split_of(row["id"], cfg.val_fraction)
+                meta = json.loads(row["meta"])
+                buffers[split].append(
+                    {
+                        **row,
+                        "n_chars": len(row["text"]),
+                        "split": split,
+                        "lang": str(meta.get("language", "")),
+                    }
+                )
+                sizes[split] += len(row["text"].encode("utf-8", errors="surrogateescape"))
+                if sizes[split] >= group_bytes:
+                    flush(split)
+            write_duplicates(dup_writer)  # a batch's duplicates at a time, not the unit's
+        write_duplicates(dup_writer)
+        groups = {}
+        for split, writer in writers.items():
+            flush(split)
+            writer.close()
+            meta = pq.read_metadata(kept_path(dirs.parts, index, split))
+            groups[split] = [
+                (meta.row_group(g).num_rows, _compressed_bytes(meta.row_group(g)))
+                for g in range(meta.num_row_groups)
+            ]
+        dirs.publish(*(kept_path(dirs.parts, index, split) for split in writers))
     result = {
         "removed": by_kind,
         "groups": groups,

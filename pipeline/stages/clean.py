@@ -37,8 +37,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEDUP_PARTITION_DOCS = 2_000_000
-"""Documents per key range of a dedup task (a range of one band holds 16 bytes a document)."""
+DEDUP_PARTITION_DOCS = 1_000_000
+"""Documents per key range of a dedup task (a range of one band holds 16 bytes a document): a
+corpus of at least this many documents gives every exact and near task about this many, so
+their memory stays the same however big the corpus is."""
 
 
 def parse(sections: dict) -> DataConfig:

@@ -86,3 +86,16 @@ def test_sharded_dedup_removes_what_the_in_memory_algorithm_removes(
     kinds = {kind for _, kind in expected.values()}
     assert kinds == {"exact_duplicate", "near_duplicate"} and len(expected) > 200
     assert sharded_removals(tmp_path, ids, texts, cfg, n_units, n_ranges) == expected
+
+
+def test_small_edge_batches_and_id_chunks_decide_the_same(tmp_path, monkeypatch):
+    """Edges joined a few at a time and kept documents chosen a few components at a time."""
+    import lmforge.pipeline.dedup.resolve as resolve_module
+
+    monkeypatch.setattr(resolve_module, "EDGE_BATCH", 50)
+    monkeypatch.setattr(resolve_module, "ID_CHUNK", 7)
+    ids, texts = corpus(1500, seed=11)
+    cfg = DedupConfig()
+    expected = in_memory_removals(ids, texts, cfg)
+    assert sum(kind == "near_duplicate" for _, kind in expected.values()) > 100
+    assert sharded_removals(tmp_path, ids, texts, cfg, 4, 3) == expected
