@@ -8,8 +8,10 @@ local Ray with `--cpus` CPUs, and reports:
 - `coordinator_peak_rss_mb` and `coordinator_read_mb`: this process over the stage (its peak is
   reset at the stage's start; bytes read are `rchar` of /proc/self/io);
 - `task_peak_rss_mb`: the largest peak of any task (each task hands memory that earlier tasks
-  freed back to the OS, then resets its VmHWM, so a reused worker's history does not count), and
-  per step;
+  freed back to the OS, then resets its VmHWM to its RSS then), and per step;
+- `task_rss_rise_mb`: the largest rise of a task's peak over its RSS at its start (what a reused
+  worker still held from earlier tasks left out), and per step; `rise_growth` compares it across
+  sizes as `rss_growth` compares the peaks;
 - `max_object_mb` / `task_object_fetch_mb`: the largest object Ray held, and the largest one a
   task had a reference to, polled every second from Ray's memory summary (arguments small enough
   to travel inline with a task never reach the object store and are not seen);
@@ -149,6 +151,8 @@ def measure(root: Path, docs: int, args: argparse.Namespace) -> dict:
         "coordinator_peak_rss_mb": summary["coordinator_peak_rss_mb"],
         "task_peak_rss_mb": max(tasks.values()),
         "task_peak_rss_mb_by_step": tasks,
+        "task_rss_rise_mb": max(summary["task_rss_rise_mb"].values()),
+        "task_rss_rise_mb_by_step": summary["task_rss_rise_mb"],
         "max_object_mb": round(watch.largest / 2**20, 3),
         "task_object_fetch_mb": round(watch.largest_in_task / 2**20, 3),
         "coordinator_read_mb": summary["coordinator_read_mb"],
@@ -202,6 +206,7 @@ def main() -> None:
             / max(first["task_peak_rss_mb"], first["coordinator_peak_rss_mb"]),
             3,
         )
+        result["rise_growth"] = round(last["task_rss_rise_mb"] / first["task_rss_rise_mb"], 3)
     print(json.dumps(result))
 
 

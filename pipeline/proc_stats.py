@@ -87,14 +87,25 @@ def reset_peak_rss() -> bool:
     """Reset this process's VmHWM to its current RSS (`5` to /proc/self/clear_refs), so a reused
     worker's earlier peaks do not count against the next task; False where unsupported. What
     earlier tasks freed is released first, so it does not count either."""
+    global _task_start_rss
     release_freed_memory()
     try:
         Path("/proc/self/clear_refs").write_text("5")
-        return True
     except OSError:
         return False
+    _task_start_rss = rss_bytes() or 0
+    return True
+
+
+_task_start_rss = 0
 
 
 def task_peak_rss_bytes() -> int:
     """The peak RSS since the last `reset_peak_rss` (0 where /proc is missing)."""
     return peak_rss_bytes() or 0
+
+
+def task_rss_stats() -> dict[str, int]:
+    """A task's memory for its result: `peak_rss_bytes` since the last `reset_peak_rss` and
+    `start_rss_bytes`, the RSS then (what a reused worker still held from earlier tasks)."""
+    return {"peak_rss_bytes": task_peak_rss_bytes(), "start_rss_bytes": _task_start_rss}

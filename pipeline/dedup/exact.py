@@ -6,7 +6,7 @@ import numpy as np
 
 from lmforge.pipeline.dedup.groups import equal_key_runs, smallest_id_first
 from lmforge.pipeline.dedup.index import IndexReader
-from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
+from lmforge.pipeline.proc_stats import reset_peak_rss, task_rss_stats
 from lmforge.pipeline.shared_dir import LOCAL, SharedDir
 
 
@@ -32,4 +32,4 @@ def exact_partition(
         else np.zeros((2, 0), np.int64)
     )
     shared.save_array(out, pairs)
-    return {"pairs": pairs.shape[1], "peak_rss_bytes": task_peak_rss_bytes()}
+    return {"pairs": pairs.shape[1], **task_rss_stats()}

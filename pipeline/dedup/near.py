@@ -11,7 +11,7 @@ import numpy as np
 
 from lmforge.pipeline.dedup.groups import equal_key_runs, smallest_id_first
 from lmforge.pipeline.dedup.index import IndexReader
-from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
+from lmforge.pipeline.proc_stats import reset_peak_rss, task_rss_stats
 from lmforge.pipeline.shared_dir import LOCAL, SharedDir
 
 VERIFY_CHUNK = 65536
@@ -50,7 +50,7 @@ def band_partition(
         members.append(ordered[1:])
     if not anchors:
         shared.save_array(out, np.zeros((2, 0), np.int64))
-        return {"edges": 0, "peak_rss_bytes": task_peak_rss_bytes()}
+        return {"edges": 0, **task_rss_stats()}
     edges = np.stack([np.concatenate(anchors), np.concatenate(members)])
     if threshold > 0:
         keep = np.empty(edges.shape[1], bool)
@@ -60,4 +60,4 @@ def band_partition(
             keep[start : start + VERIFY_CHUNK] = equal.mean(axis=1) >= threshold
         edges = edges[:, keep]
     shared.save_array(out, edges)
-    return {"edges": edges.shape[1], "peak_rss_bytes": task_peak_rss_bytes()}
+    return {"edges": edges.shape[1], **task_rss_stats()}

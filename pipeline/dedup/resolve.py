@@ -14,7 +14,7 @@ import numpy as np
 
 from lmforge.pipeline.dedup.components import flatten, join, new_forest
 from lmforge.pipeline.dedup.index import IndexReader, split_node
-from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
+from lmforge.pipeline.proc_stats import reset_peak_rss, task_rss_stats
 from lmforge.pipeline.shared_dir import LOCAL, SharedDir
 
 EXACT, NEAR = 0, 1
@@ -108,7 +108,7 @@ def resolve(
         kept.append(kept_node[moved])
         kinds.append(np.full(len(moved), NEAR, np.int64))
     if not removed or not sum(len(r) for r in removed):
-        return {**{name: 0 for name in KINDS.values()}, "peak_rss_bytes": task_peak_rss_bytes()}
+        return {**{name: 0 for name in KINDS.values()}, **task_rss_stats()}
     removed, kept, kinds = np.concatenate(removed), np.concatenate(kept), np.concatenate(kinds)
     units, rows = split_node(removed)
     out = Path(out_dir)
@@ -119,4 +119,4 @@ def resolve(
         rows_kinds_kept = np.stack([rows[pick], kinds[pick], kept[pick]])
         shared.save_array(remove_list_path(out, int(units[pick[0]])), rows_kinds_kept)
     by_kind = {name: int((kinds == kind).sum()) for kind, name in KINDS.items()}
-    return {**by_kind, "peak_rss_bytes": task_peak_rss_bytes()}
+    return {**by_kind, **task_rss_stats()}

@@ -31,7 +31,7 @@ from lmforge.pipeline.filters.chain import build_filter_chain, chain_counts, run
 from lmforge.pipeline.filters.dedup_exact import ExactDeduplicator
 from lmforge.pipeline.filters.document import Document
 from lmforge.pipeline.filters.minhash import MinHashDeduplicator
-from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
+from lmforge.pipeline.proc_stats import reset_peak_rss, task_rss_stats
 from lmforge.pipeline.shared_dir import SharedDir
 from lmforge.pipeline.sources.config import DataConfig
 from lmforge.pipeline.sources.files import SourceError
@@ -115,6 +115,7 @@ class FilteredPartition:
     docs_before_file_errors: int = 0
     """Documents of those sources read before they broke (kept in the corpus)."""
     peak_rss_bytes: int = 0
+    start_rss_bytes: int = 0
     """The task's peak resident memory."""
     node_id: str = ""
     """The Ray node that ran the task."""
@@ -210,7 +211,7 @@ def filter_unit(
         kept=index.rows,
         skipped_files=reader.skipped,
         docs_before_file_errors=reader.before_errors,
-        peak_rss_bytes=task_peak_rss_bytes(),
+        **task_rss_stats(),
         node_id=_node_id(),
         files=[excluded_file.entry],
     )
@@ -302,7 +303,7 @@ def split_unit(index: int, cfg: DataConfig, dirs: CleanDirs, output: ArtifactOut
     result = {
         "removed": by_kind,
         "groups": groups,
-        "peak_rss_bytes": task_peak_rss_bytes(),
+        **task_rss_stats(),
         "files": [duplicates_file.entry],
     }
     dirs.mark_done(dirs.split_marker(index), result)

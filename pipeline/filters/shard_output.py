@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from lmforge.pipeline.artifact_output import ArtifactOutput
 from lmforge.pipeline.filters.partition import CleanDirs, kept_path
-from lmforge.pipeline.proc_stats import reset_peak_rss, task_peak_rss_bytes
+from lmforge.pipeline.proc_stats import reset_peak_rss, task_rss_stats
 from lmforge.pipeline.sources.parquet_shards import SCHEMA
 
 
@@ -77,6 +77,6 @@ def write_shard(plan: ShardPlan, dirs: CleanDirs, output: ArtifactOutput) -> dic
             source = pq.ParquetFile(dirs.fetch(kept_path(dirs.parts, unit, plan.split)))
             for group in groups:
                 writer.write_table(source.read_row_group(group), row_group_size=1 << 30)
-    result = {"file": target.entry, "peak_rss_bytes": task_peak_rss_bytes()}
+    result = {"file": target.entry, **task_rss_stats()}
     dirs.mark_done(dirs.shard_marker(plan.name), result)
     return result

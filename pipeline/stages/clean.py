@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -129,10 +130,10 @@ def _get(refs: list) -> list:
         raise
 
 
-def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> dict[str, list[int]]:
+def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> dict[str, list[dict]]:
     """Exact, then near duplicates, as tasks over key ranges of the units' indexes on disk;
     leaves one remove list per unit that loses documents (`pipeline/dedup/`); returns the peak
-    memory of each step's tasks (those this run ran)."""
+    memory of each step's tasks (those this run ran: `task_rss_stats` of each)."""
     import ray
 
     from lmforge.pipeline.dedup.exact import exact_partition
@@ -142,7 +143,7 @@ def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> dict[str, li
 
     units = [r.index for r in results]
     total = sum(r.kept for r in results)
-    peaks: dict[str, list[int]] = {"exact": [], "near": [], "resolve": []}
+    peaks: dict[str, list[dict]] = {"exact": [], "near": [], "resolve": []}
     if not total or not (cfg.dedup.exact.enabled or cfg.dedup.near.enabled):
         return peaks
     ranges = key_ranges(max(1, -(-total // DEDUP_PARTITION_DOCS)))
@@ -158,7 +159,7 @@ def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> dict[str, li
                 if not dirs.exists(out)  # finished by an interrupted run
             ]
         )
-        peaks["exact"] = [f["peak_rss_bytes"] for f in found]
+        peaks["exact"] = found
     edge_files: list[str] = []
     if cfg.dedup.near.enabled:
         task = ray.remote(band_partition).options(num_cpus=1)
@@ -181,13 +182,13 @@ def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> dict[str, li
                         shared=dirs,
                     )
                 )
-        peaks["near"] = [f["peak_rss_bytes"] for f in _get(jobs)]
+        peaks["near"] = _get(jobs)
     marker = Path(dirs.done) / "resolve.json"
     if dirs.done_result(marker) is None:
         task = ray.remote(resolve).options(num_cpus=1)
         job = task.remote(dirs.index, exact_files, edge_files, dirs.removals, shared=dirs)
         dirs.mark_done(marker, _get([job])[0])
-    peaks["resolve"] = [dirs.done_result(marker)["peak_rss_bytes"]]
+    peaks["resolve"] = [dirs.done_result(marker)]
     return peaks
 
 
@@ -212,7 +213,7 @@ def clean(ctx: StageContext) -> dict:
     units = plan_units(cfg)
     dirs = open_work_dir(ctx, plan_record(units))
     results = filter_all_units(cfg, dirs, ctx.output, units, counts)
-    peaks = {"filter": [r.peak_rss_bytes for r in results], **deduplicate(cfg, dirs, results)}
+    peaks = {"filter": [asdict(r) for r in results], **deduplicate(cfg, dirs, results)}
     task = ray.remote(split_unit).options(num_cpus=1)
     written = {
         r.index: finished_task(dirs, dirs.split_marker(r.index), ctx.output) for r in results
@@ -233,8 +234,8 @@ def clean(ctx: StageContext) -> dict:
             strict=True,
         )
     )
-    peaks["shard"] = [c["peak_rss_bytes"] for c in copied.values()]
-    peaks["split"] = [w["peak_rss_bytes"] for w in written.values()]
+    peaks["shard"] = list(copied.values())
+    peaks["split"] = list(written.values())
     shards = [shard_description(plan) for plan in plans]
     ctx.add_files(
         [e for r in results for e in r.files]
@@ -283,11 +284,18 @@ def clean(ctx: StageContext) -> dict:
         "coordinator_read_mb": _mb_since(read_at_start, bytes_read()),
         "dropped_by_reason": reasons,
         "coordinator_peak_rss_mb": round(task_peak_rss_bytes() / 2**20, 1),
-        "task_peak_rss_mb": {k: round(max(v, default=0) / 2**20, 1) for k, v in peaks.items()},
+        "task_peak_rss_mb": _largest_mb(peaks, lambda t: t["peak_rss_bytes"]),
+        # The same less what the task's (reused) worker held when it started.
+        "task_rss_rise_mb": _largest_mb(
+            peaks, lambda t: t["peak_rss_bytes"] - t.get("start_rss_bytes", 0)
+        ),
         # The largest dedup process's peak memory over the documents deduplicated: no process
         # holds state for every document, so this falls as the corpus grows.
         "dedup_index_bytes_per_doc": round(
-            max([*peaks["exact"], *peaks["near"], *peaks["resolve"]], default=0)
+            max(
+                [t["peak_rss_bytes"] for step in ("exact", "near", "resolve") for t in peaks[step]],
+                default=0,
+            )
             / max(1, sum(r.kept for r in results))
         ),
         "filters": {name: c.to_dict() for name, c in steps.items()},
@@ -315,6 +323,11 @@ def finished_task(dirs: CleanDirs, marker: Path, output: ArtifactOutput) -> dict
         return None
     files = record["files"] if "files" in record else [record["file"]]
     return record if all(map(output.holds, files)) else None
+
+
+def _largest_mb(tasks: dict[str, list[dict]], of) -> dict[str, float]:
+    """{step: the largest `of(task)` over the step's tasks, in MB}."""
+    return {k: round(max(map(of, v), default=0) / 2**20, 1) for k, v in tasks.items()}
 
 
 def _mb_since(start: int | None, end: int | None) -> float | None:

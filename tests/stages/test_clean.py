@@ -238,3 +238,14 @@ def test_a_big_jsonl_file_is_read_by_several_tasks_as_if_read_whole(run_stage, t
         inner = [f.stat().st_size / 2**20 for f in files[:-1]]  # the last of a split aside
         near = [abs(mb - target) <= 0.25 * target for mb in inner]
         assert inner and sum(near) >= 0.9 * len(near), (split_name, inner)
+
+
+def test_each_step_reports_its_tasks_peak_and_their_rise_over_the_workers_start(
+    run_stage, good_jsonl
+):
+    _, summary = run_stage("clean", [*paths(good_jsonl)])
+    peaks, rises = summary["task_peak_rss_mb"], summary["task_rss_rise_mb"]
+    assert set(peaks) == set(rises) >= {"filter", "exact", "near", "resolve", "split", "shard"}
+    for step, peak in peaks.items():
+        assert peak > 50  # a Python process with numpy and pyarrow
+        assert 0 <= rises[step] < peak  # the worker's start (imports at least) left out
