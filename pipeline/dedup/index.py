@@ -15,6 +15,7 @@ signature by offset, so nothing is loaded whole.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,9 +23,8 @@ import numpy as np
 
 KEY_SPACE = 1 << 64
 ROW_BITS = 32
-ID_READS_MAPPED = 1 << 16
-"""Ids read through the maps before they are dropped (`IndexReader.ids`). 4,096 took the 10M
-benchmark's largest dedup task from 767 to 713 MB but its wall time from 358 to 424 s."""
+OFFSET_PAIR = struct.Struct("<qq")
+"""Two consecutive entries of `id_offsets.npy`: where an id starts and ends in `ids.bin`."""
 
 
 def node_of(unit: int | np.ndarray, row: int | np.ndarray) -> np.ndarray:
@@ -61,7 +61,7 @@ class IndexReader:
         self.fetch = fetch or (lambda path: path)
         self._arrays: dict[tuple[int, str], np.ndarray] = {}
         self._signature_files: dict[int, tuple[int, int, int]] = {}
-        self._id_reads = 0
+        self._id_file_fds: dict[int, tuple[int, int, int]] = {}
 
     def _array(self, unit: int, name: str) -> np.ndarray:
         key = (unit, name)
@@ -96,24 +96,31 @@ class IndexReader:
     def ids(self, nodes: np.ndarray) -> list[bytes]:
         """The ids of `nodes` (UTF-8 bytes: their order is the order of the strings).
 
-        Every ID_READS_MAPPED ids the id maps are dropped: duplicates are spread over every
-        unit, and mapped pages count in this process's resident memory until unmapped, so
-        without it a dedup task would come to hold the ids of the whole corpus."""
+        Read with `pread`, not through maps: duplicates are spread over every unit, and the
+        kernel maps the pages around each page a map reads (fault-around), so a few thousand
+        random ids would bring most of the corpus's ids into this process's resident memory."""
         units, rows = split_node(np.asarray(nodes, np.int64))
         out = []
         for unit, row in zip(units.tolist(), rows.tolist(), strict=True):
-            offsets = self._array(unit, "id_offsets.npy")
-            data = self._array(unit, "ids.bin")
-            out.append(bytes(data[int(offsets[row]) : int(offsets[row + 1])]))
-        self._id_reads += len(out)
-        if self._id_reads >= ID_READS_MAPPED:
-            self._unmap_ids()
+            ids_fd, offsets_fd, offsets_at = self._id_files(unit)
+            start, end = OFFSET_PAIR.unpack(os.pread(offsets_fd, 16, offsets_at + 8 * row))
+            out.append(os.pread(ids_fd, end - start, start))
         return out
 
-    def _unmap_ids(self) -> None:
-        for key in [k for k in self._arrays if k[1] in ("ids.bin", "id_offsets.npy")]:
-            del self._arrays[key]
-        self._id_reads = 0
+    def _id_files(self, unit: int) -> tuple[int, int, int]:
+        """(ids.bin descriptor, id_offsets.npy descriptor, where its data starts) of a unit."""
+        if unit not in self._id_file_fds:
+            ids_path = self.fetch(unit_dir(self.directory, unit) / "ids.bin")
+            offsets_path = self.fetch(unit_dir(self.directory, unit) / "id_offsets.npy")
+            at, shape, dtype = _npy_layout(offsets_path)
+            if dtype != np.dtype("<i8") or len(shape) != 1:
+                raise ValueError(f"{offsets_path}: not an int64 vector")
+            self._id_file_fds[unit] = (
+                os.open(ids_path, os.O_RDONLY),
+                os.open(offsets_path, os.O_RDONLY),
+                at,
+            )
+        return self._id_file_fds[unit]
 
     def fixed_width_ids(self, nodes: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
         """The ids of `nodes` as one fixed-width bytes array (NUL-padded), gathered unit by unit
@@ -161,16 +168,8 @@ class IndexReader:
         """(file descriptor, data offset, values per row) of a unit's `signatures.npy`."""
         if unit not in self._signature_files:
             path = self.fetch(unit_dir(self.directory, unit) / "signatures.npy")
-            with open(path, "rb") as handle:
-                version = np.lib.format.read_magic(handle)
-                read_header = (
-                    np.lib.format.read_array_header_1_0
-                    if version == (1, 0)
-                    else np.lib.format.read_array_header_2_0
-                )
-                shape, fortran, dtype = read_header(handle)
-                offset = handle.tell()
-            if fortran or dtype != np.dtype("<u4") or len(shape) != 2:
+            offset, shape, dtype = _npy_layout(path)
+            if dtype != np.dtype("<u4") or len(shape) != 2:
                 raise ValueError(f"{path}: not a C-ordered uint32 matrix")
             self._signature_files[unit] = (os.open(path, os.O_RDONLY), offset, shape[1])
         return self._signature_files[unit]
@@ -179,6 +178,25 @@ class IndexReader:
         for fd, _, _ in self._signature_files.values():
             os.close(fd)
         self._signature_files.clear()
+        for ids_fd, offsets_fd, _ in self._id_file_fds.values():
+            os.close(ids_fd)
+            os.close(offsets_fd)
+        self._id_file_fds.clear()
 
     def __del__(self) -> None:
         self.close()
+
+
+def _npy_layout(path: Path) -> tuple[int, tuple[int, ...], np.dtype]:
+    """(where the data starts, shape, dtype) of a C-ordered `.npy` file, from its header."""
+    with open(path, "rb") as handle:
+        version = np.lib.format.read_magic(handle)
+        read_header = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
+        shape, fortran, dtype = read_header(handle)
+        if fortran:
+            raise ValueError(f"{path}: Fortran-ordered")
+        return handle.tell(), shape, dtype
