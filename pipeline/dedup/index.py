@@ -124,7 +124,7 @@ class IndexReader:
 
     def fixed_width_ids(self, nodes: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
         """The ids of `nodes` as one fixed-width bytes array (NUL-padded), gathered unit by unit
-        in numpy; each unit's `ids.bin` is unmapped once read, so the mapped pages of all units
+        in numpy; each unit's id files are unmapped once read, so the mapped pages of all units
         never count in this process's memory at once."""
         units, rows = split_node(np.asarray(nodes, np.int64))
         starts = np.zeros(len(nodes), np.int64)
@@ -134,6 +134,8 @@ class IndexReader:
             offsets = self._array(unit, "id_offsets.npy")
             starts[pick] = offsets[rows[pick]]
             lengths[pick] = offsets[rows[pick] + 1] - starts[pick]
+            del offsets
+            self._arrays.pop((unit, "id_offsets.npy"), None)
         width = max(1, int(lengths.max(initial=0)))
         out = np.zeros((len(nodes), width), np.uint8)
         columns = np.arange(width)

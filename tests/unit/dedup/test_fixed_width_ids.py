@@ -29,7 +29,7 @@ def test_fixed_width_ids_equal_the_ids_and_sort_as_they_do(tmp_path) -> None:
     assert reader.fixed_width_ids(np.zeros(0, np.int64)).shape == (0,)
 
 
-def test_ids_are_read_without_mapping_the_id_files(tmp_path) -> None:
+def test_ids_are_read_without_leaving_the_id_files_mapped(tmp_path) -> None:
     """Mapped id pages would count in the task's memory (the kernel maps the pages around each
     page read), so random ids of a big corpus would bring all of its ids in."""
     ids = [f"doc-{i}" for i in range(5000)]
@@ -37,6 +37,8 @@ def test_ids_are_read_without_mapping_the_id_files(tmp_path) -> None:
     reader = IndexReader(tmp_path)
     picked = [4999, 0, 1234]
     assert reader.ids(node_of(0, np.array(picked))) == [ids[i].encode() for i in picked]
+    fixed = reader.fixed_width_ids(node_of(0, np.array(picked))).tolist()
+    assert fixed == [ids[i].encode() for i in picked]  # mapped while gathering, then let go
     with open("/proc/self/maps") as maps:
         mapped = maps.read()
     assert str(tmp_path / "u000000" / "ids.bin") not in mapped
