@@ -64,19 +64,16 @@ def train_bpe_counted(
     texts: Iterable[str], cfg: TokenizerConfig
 ) -> tuple[Tokenizer, TrainingWords]:
     """`train_bpe`, and the words it saw and kept."""
-    tok = new_byte_level_bpe()
-    if cfg.min_word_count <= 1:
-        tok.train_from_iterator(_as_strings(texts), trainer=_bpe_trainer(cfg))
-        words = TrainingWords(None, None)
-    else:
+    if cfg.min_word_count > 1:
         counts = count_words(_as_strings(texts), byte_level_pre_tokenizer())
         distinct = len(counts)
         kept = {word: n for word, n in counts.items() if n >= cfg.min_word_count}
         del counts
-        tok = train_on_word_counts(kept, cfg)
-        words = TrainingWords(distinct, len(kept))
+        return train_on_word_counts(kept, cfg), TrainingWords(distinct, len(kept))
+    tok = new_byte_level_bpe()
+    tok.train_from_iterator(_as_strings(texts), trainer=_bpe_trainer(cfg))
     _check_trained(tok, cfg)
-    return tok, words
+    return tok, TrainingWords(None, None)
 
 
 def train_on_word_counts(counts: dict[str, int], cfg: TokenizerConfig) -> Tokenizer:
