@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lmforge.pipeline.dedup.sorted_sets import sorted_unique
+
 KEY_SPACE = 1 << 64
 ROW_BITS = 32
 OFFSET_PAIR = struct.Struct("<qq")
@@ -129,7 +131,7 @@ class IndexReader:
         units, rows = split_node(np.asarray(nodes, np.int64))
         starts = np.zeros(len(nodes), np.int64)
         lengths = np.zeros(len(nodes), np.int64)
-        for unit in np.unique(units).tolist():
+        for unit in sorted_unique(units).tolist():
             pick = np.flatnonzero(units == unit)
             offsets = self._array(unit, "id_offsets.npy")
             starts[pick] = offsets[rows[pick]]
@@ -139,7 +141,7 @@ class IndexReader:
         width = max(1, int(lengths.max(initial=0)))
         out = np.zeros((len(nodes), width), np.uint8)
         columns = np.arange(width)
-        for unit in np.unique(units).tolist():
+        for unit in sorted_unique(units).tolist():
             data = self._array(unit, "ids.bin")
             pick = np.flatnonzero(units == unit)
             for first in range(0, len(pick), chunk):

@@ -1,9 +1,11 @@
 """Connected components over the near-duplicate edges, and one remove list per unit.
 
-Holds the exact removals, the nodes that have an edge (about 32 bytes each, in numpy arrays) and
-one batch of edges at a time: memory grows with the duplicates, not the corpus. The components
-are joined over node indexes; the document each keeps (the smallest id, ties: the smallest node)
-is then found component by component, reading the ids of a bounded chunk of nodes at a time.
+Holds the exact removals, the nodes that have an edge (about 40 bytes each at the peak, in numpy
+arrays) and one batch of edges at a time: memory grows with the duplicates, not the corpus.
+Distinct nodes are found by sorting (`sorted_sets`), never by `np.unique`'s hash table. The
+components are joined over node indexes; the document each keeps (the smallest id, ties: the
+smallest node) is then found component by component, reading the ids of a bounded chunk of nodes
+at a time; each unit's remove list is sliced from the removals sorted by node.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ import numpy as np
 
 from lmforge.pipeline.dedup.components import flatten, join, new_forest
 from lmforge.pipeline.dedup.index import IndexReader, split_node
+from lmforge.pipeline.dedup.sorted_sets import add_sorted, sorted_unique
 from lmforge.pipeline.proc_stats import reset_peak_rss, task_rss_stats
 from lmforge.pipeline.shared_dir import LOCAL, SharedDir
 
 EXACT, NEAR = 0, 1
 KINDS = {EXACT: "exact_duplicate", NEAR: "near_duplicate"}
-EDGE_BATCH = 1 << 20
-"""Edges joined at once (16 bytes each): files are read until a batch holds this many."""
+EDGE_BATCH = 1 << 18
+"""Edges joined at once (16 bytes each; joining holds about 8 times that): files are read until
+a batch holds this many."""
 ID_CHUNK = 1 << 18
 """Nodes whose ids are read at once when choosing each component's kept document."""
 
@@ -50,7 +54,7 @@ def edge_nodes(shared: SharedDir, edge_files: list[str]) -> np.ndarray:
     """The sorted distinct nodes with an edge."""
     nodes = np.zeros(0, np.int64)
     for edges in edge_batches(shared, edge_files):
-        nodes = np.union1d(nodes, np.unique(edges))
+        nodes = add_sorted(nodes, edges)
     return nodes
 
 
@@ -58,7 +62,9 @@ def kept_of_components(reader: IndexReader, nodes: np.ndarray, roots: np.ndarray
     """For each node, the node its component keeps: the smallest (id, node). `roots` gives each
     node's component as the index of its root in `nodes`."""
     by_component = np.argsort(roots, kind="stable")
-    starts = np.flatnonzero(np.diff(roots[by_component], prepend=-1))
+    if len(nodes) < 2**31:  # half the bytes of argsort's int64 indexes
+        by_component = by_component.astype(np.int32)
+    starts = run_starts(roots[by_component])
     kept = np.empty(len(nodes), np.int64)
     first = 0
     while first < len(starts):
@@ -78,6 +84,49 @@ def kept_of_components(reader: IndexReader, nodes: np.ndarray, roots: np.ndarray
     return kept
 
 
+def run_starts(values: np.ndarray) -> np.ndarray:
+    """Where each run of equal values starts in `values`."""
+    first = np.empty(len(values), bool)
+    first[:1] = True
+    np.not_equal(values[1:], values[:-1], out=first[1:])
+    return np.flatnonzero(first)
+
+
+def near_removals(shared: SharedDir, reader: IndexReader, edge_files: list[str]):
+    """(removed nodes, the node each one's component keeps), ascending by removed node."""
+    nodes = edge_nodes(shared, edge_files)
+    if not len(nodes):
+        return nodes, nodes
+    parent = new_forest(len(nodes))
+    for edges in edge_batches(shared, edge_files):
+        join(parent, np.searchsorted(nodes, edges))
+    flatten(parent)
+    kept = kept_of_components(reader, nodes, parent)
+    del parent
+    moved = np.flatnonzero(kept != nodes)
+    return nodes[moved], kept[moved]
+
+
+def write_remove_lists(
+    shared: SharedDir, out: Path, parts: list[tuple[np.ndarray, np.ndarray, int]]
+) -> None:
+    """One remove list per unit from (removed, kept, kind) parts, each ascending by removed
+    node (so by unit): each unit's rows are sliced from every part, never all concatenated."""
+    bounds = [split_node(removed)[0] for removed, _, _ in parts]
+    units = sorted_unique(np.concatenate([b[run_starts(b)] for b in bounds]))
+    for unit in units.tolist():
+        rows, kinds, kept = [], [], []
+        for (removed, kept_node, kind), unit_of in zip(parts, bounds, strict=True):
+            lo, hi = np.searchsorted(unit_of, [unit, unit + 1])
+            rows.append(split_node(removed[lo:hi])[1])
+            kinds.append(np.full(hi - lo, kind, np.int64))
+            kept.append(kept_node[lo:hi])
+        rows_kinds_kept = np.stack(
+            [np.concatenate(rows), np.concatenate(kinds), np.concatenate(kept)]
+        )
+        shared.save_array(remove_list_path(out, unit), rows_kinds_kept)
+
+
 def resolve(
     index_dir: str,
     exact_files: list[str],
@@ -89,34 +138,11 @@ def resolve(
     documents; returns the counts by kind and the task's peak memory."""
     reset_peak_rss()
     reader = IndexReader(index_dir, shared.fetch)
-    removed, kept, kinds = [], [], []
-    for path in exact_files:
-        pairs = shared.load_array(path)
-        removed.append(pairs[0])
-        kept.append(pairs[1])
-        kinds.append(np.full(pairs.shape[1], EXACT, np.int64))
-    nodes = edge_nodes(shared, edge_files)
-    if len(nodes):
-        parent = new_forest(len(nodes))
-        for edges in edge_batches(shared, edge_files):
-            join(parent, np.searchsorted(nodes, edges))
-        flatten(parent)
-        kept_node = kept_of_components(reader, nodes, parent)
-        del parent
-        moved = np.flatnonzero(kept_node != nodes)
-        removed.append(nodes[moved])
-        kept.append(kept_node[moved])
-        kinds.append(np.full(len(moved), NEAR, np.int64))
-    if not removed or not sum(len(r) for r in removed):
-        return {**{name: 0 for name in KINDS.values()}, **task_rss_stats()}
-    removed, kept, kinds = np.concatenate(removed), np.concatenate(kept), np.concatenate(kinds)
-    units, rows = split_node(removed)
-    out = Path(out_dir)
-    order = np.argsort(units, kind="stable")
-    starts = np.flatnonzero(np.concatenate(([True], units[order][1:] != units[order][:-1])))
-    for start, stop in zip(starts, [*starts[1:], len(order)], strict=True):
-        pick = order[start:stop]
-        rows_kinds_kept = np.stack([rows[pick], kinds[pick], kept[pick]])
-        shared.save_array(remove_list_path(out, int(units[pick[0]])), rows_kinds_kept)
-    by_kind = {name: int((kinds == kind).sum()) for kind, name in KINDS.items()}
+    exact = [shared.load_array(path) for path in exact_files]
+    exact = np.concatenate(exact, axis=1) if exact else np.zeros((2, 0), np.int64)
+    exact = exact[:, np.argsort(exact[0], kind="stable")]
+    near = near_removals(shared, reader, edge_files)
+    parts = [(exact[0], exact[1], EXACT), (*near, NEAR)]
+    write_remove_lists(shared, Path(out_dir), parts)
+    by_kind = {KINDS[kind]: len(removed) for removed, _, kind in parts}
     return {**by_kind, **task_rss_stats()}
