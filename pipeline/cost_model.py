@@ -108,6 +108,15 @@ class StageCost:
         return forms
 
 
+def process_base(size: dict[str, float]) -> Linear:
+    """The memory a stage's process holds before its work: a pipeline runs the stage in a Ray
+    worker (`coordinator_mb`, Ray's and the stage's imports); a benchmark that measures the same
+    work in a fresh process of its own marks its size `fresh_process` (`fresh_process_mb`, a
+    smaller base), so the two kinds of sample fit one cost per unit of work."""
+    fresh = size.get("fresh_process", 0.0)
+    return {"coordinator_mb": 1 - fresh, "fresh_process_mb": fresh}
+
+
 def config_part(sections: dict[str, Any], name: str) -> dict[str, Any]:
     """The `name` settings among a stage's config sections, whether it declares the group
     whole (`tokenizer`) or key by key (`tokenizer.vocab_size`)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from lmforge.pipeline.cost_model import KNOWN, Cluster, ProcessCost, StageCost
+from lmforge.pipeline.cost_model import KNOWN, Cluster, ProcessCost, StageCost, process_base
 
 STAGE = "sample_index"
 INPUTS = ("tokenize",)
@@ -50,7 +50,7 @@ def cost(s: dict[str, float]) -> StageCost:
         processes=[
             ProcessCost(
                 "coordinator",
-                {"coordinator_mb": 1, "coordinator_mb_per_order_byte": order_bytes},
+                {**process_base(s), "coordinator_mb_per_order_byte": order_bytes},
                 coordinator=True,
                 remedy="a node with more memory (the order's pages are mapped as it is written)",
             )

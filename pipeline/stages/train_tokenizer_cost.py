@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import math
 
-from lmforge.pipeline.cost_model import Cluster, ProcessCost, StageCost, config_part
+from lmforge.pipeline.cost_model import (
+    Cluster,
+    ProcessCost,
+    StageCost,
+    config_part,
+    process_base,
+)
 
 STAGE = "train_tokenizer"
 INPUTS = ("clean",)
@@ -72,7 +78,7 @@ def cost(s: dict[str, float]) -> StageCost:
         processes=[
             ProcessCost(
                 "coordinator",
-                {"coordinator_mb": 1, "coordinator_mb_per_sampled_byte": s["sample_bytes"]},
+                {**process_base(s), "coordinator_mb_per_sampled_byte": s["sample_bytes"]},
                 coordinator=True,
                 remedy=f"tokenizer.sample_bytes={int(s['sample_bytes'] / 2):d} (a smaller sample)",
             )
