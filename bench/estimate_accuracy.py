@@ -2,14 +2,16 @@
 
 Runs every case of `bench/estimate_cases.py` at its fit sizes, fits the coefficients on those
 samples alone (starting from the shipped file, fitted by `--calibrate` at other sizes again),
-then runs the target sizes (the 1M- and 3M-document clean benches, the `tiny` and `small`
-pipeline runs; `--quick`: smaller ones) and compares, for each, the predicted wall time and
-peak memory of the largest process with the measured ones. A pipeline run counts as a whole
-(its stages' summed time, its largest process); its stages are listed too. The last line is
-JSON: `{"bench": "estimate_accuracy", "checks": [...], "max_time_error", "max_memory_error",
+then runs the target sizes (the 1M- and 3M-document clean benches, the `tiny` pipeline run and
+the `small` model's for 100 steps; `--quick`: smaller ones) and compares, for each, the
+predicted wall time and peak memory of the largest process with the measured ones. A
+pipeline run counts as a whole (its stages' summed time, its largest process); its stages are
+listed too. The last line is JSON: `{"bench": "estimate_accuracy", "checks": [...], "max_time_error", "max_memory_error",
 "all_within": bool}` (goal: every check within +-30%).
 
     .venv/bin/python bench/estimate_accuracy.py [--quick] [--tolerance 0.3] [--keep DIR]
+
+With `--keep DIR`, a run started again on the same DIR reuses every size already measured there.
 """
 
 from __future__ import annotations
