@@ -6,8 +6,8 @@ then runs the target sizes (the 1M- and 3M-document clean benches, the `tiny` pi
 the `small` model's for 100 steps; `--quick`: smaller ones) and compares, for each, the
 predicted wall time and peak memory of the largest process with the measured ones. A
 pipeline run counts as a whole (its stages' summed time, its largest process); its stages are
-listed too. The last line is JSON: `{"bench": "estimate_accuracy", "checks": [...], "max_time_error", "max_memory_error",
-"all_within": bool}` (goal: every check within +-30%).
+listed too. The last line is JSON: `{"bench": "estimate_accuracy", "checks": [...],
+"max_time_error", "max_memory_error", "all_within": bool}` (goal: every check within +-30%).
 
     .venv/bin/python bench/estimate_accuracy.py [--quick] [--tolerance 0.3] [--keep DIR]
 
