@@ -117,6 +117,14 @@ def process_base(size: dict[str, float]) -> Linear:
     return {"coordinator_mb": 1 - fresh, "fresh_process_mb": fresh}
 
 
+def startup_base(size: dict[str, float]) -> Linear:
+    """The fixed time of a stage's work: in a pipeline, the stage's own start-up (`fixed_s`);
+    timed by a benchmark from a fresh process (`fresh_process`), the interpreter's start and the
+    imports too (`fresh_process_s`)."""
+    fresh = size.get("fresh_process", 0.0)
+    return {"fixed_s": 1 - fresh, "fresh_process_s": fresh}
+
+
 def config_part(sections: dict[str, Any], name: str) -> dict[str, Any]:
     """The `name` settings among a stage's config sections, whether it declares the group
     whole (`tokenizer`) or key by key (`tokenizer.vocab_size`)."""

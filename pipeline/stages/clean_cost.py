@@ -11,7 +11,10 @@ Memory, one form per kind of process, each bounded by configuration and not by t
 - a dedup task (exact or one band's near step): per document of its key range, at most
   `DEDUP_PARTITION_DOCS`;
 - the resolve task: per duplicate document (it joins the duplicate pairs: memory grows with
-  what is found, not with the corpus);
+  what is found, not with the corpus), by arithmetic (`RESOLVE_BYTES_PER_DUPLICATE`): at the
+  sizes a calibration runs, a few MB that a reused worker's base hides;
+- a task that runs after the filter chain in a reused worker also holds the chain's models
+  (`chain_task_mb`, when the chain is on);
 - a split or shard task: a base (`data.shard_mb` bounds it).
 Bytes written: per byte of input (kept text as zstd Parquet, plus the removal records).
 """
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from lmforge.pipeline.cost_model import Cluster, ProcessCost, StageCost, config_part
+from lmforge.pipeline.cost_model import KNOWN, Cluster, ProcessCost, StageCost, config_part
 from lmforge.pipeline.stages.clean import DEDUP_PARTITION_DOCS
 
 STAGE = "clean"
@@ -36,6 +39,11 @@ TEXT_ZSTD_RATIO = 0.35
 """Bytes of zstd Parquet per byte of kept text (sizes the output shards that later stages
 split their work by)."""
 MB = 2**20
+RESOLVE_BYTES_PER_DUPLICATE = 64
+"""What the resolve step holds per duplicate at its peak (`pipeline/dedup/resolve.py`): per node
+with an edge (about 1.3 per near duplicate) its int64 node, int32 forest, order and root, int64
+kept node and run start (about 37 bytes), and per exact pair its two int64 nodes (16 bytes).
+Measured on clean_scale: the task's rise 177 MB at 10M documents for 2.52M duplicates."""
 
 
 def size(config: dict, flow: dict, cluster: Cluster) -> dict[str, float]:
@@ -109,6 +117,7 @@ def _processes(s: dict[str, float]) -> list[ProcessCost]:
             "dedup task",
             {
                 "dedup_task_mb": s["dedup_on"],
+                "chain_task_mb": s["dedup_on"] * s["chain_on"],
                 "dedup_task_mb_per_doc": s["dedup_on"] * kept / ranges,
             },
             per_node=per_node,
@@ -119,11 +128,21 @@ def _processes(s: dict[str, float]) -> list[ProcessCost]:
             "resolve task",
             {
                 "resolve_task_mb": s["dedup_on"],
-                "resolve_task_mb_per_duplicate": s["dedup_on"] * docs * s["duplicate_fraction"],
+                "chain_task_mb": s["dedup_on"] * s["chain_on"],
+                KNOWN: s["dedup_on"]
+                * docs
+                * s["duplicate_fraction"]
+                * RESOLVE_BYTES_PER_DUPLICATE
+                / MB,
             },
             remedy="a node with more memory (it holds the duplicate pairs)",
         ),
-        ProcessCost("shard task", {"shard_task_mb": 1}, per_node=per_node, remedy="data.shard_mb"),
+        ProcessCost(
+            "shard task",
+            {"shard_task_mb": 1, "chain_task_mb": s["chain_on"]},
+            per_node=per_node,
+            remedy="data.shard_mb",
+        ),
     ]
 
 

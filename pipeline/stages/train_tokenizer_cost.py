@@ -17,6 +17,7 @@ from lmforge.pipeline.cost_model import (
     StageCost,
     config_part,
     process_base,
+    startup_base,
 )
 
 STAGE = "train_tokenizer"
@@ -69,7 +70,7 @@ def measured_of_run(summary: dict) -> dict[str, float]:
 def cost(s: dict[str, float]) -> StageCost:
     return StageCost(
         wall_s={
-            "fixed_s": 1,
+            **startup_base(s),
             "s_per_read_byte": s["train_text_bytes"],
             "s_per_sampled_byte": s["sample_bytes"],
             "s_per_vocab": s["vocab_size"],
