@@ -13,6 +13,10 @@ written "auto" comes from the `train` config here:
 
 DeepSpeed's own bf16/fp16 modes stay off: parameters and optimizer states are fp32 and bf16 is
 torch autocast around the forward pass, so the optimizer and its state are the same at every stage.
+The autocast is the engine's own (`torch_autocast`, from `bf16`): DeepSpeed's forward switches
+off an autocast opened around it (so one opened by the caller silently trains in fp32), and opens
+its own when this section says so. `lower_precision_safe_modules` is empty: gradients are
+reduced in fp32, as without autocast (DeepSpeed's default would reduce Linear gradients in bf16).
 The optimizer itself is ours (torch AdamW), passed to `deepspeed.initialize`, hence
 `zero_force_ds_cpu_optimizer: false` (offload keeps torch AdamW instead of DeepSpeedCPUAdam).
 """
@@ -33,8 +37,9 @@ def zero_config_text(stage: int) -> str:
     return (files("lmforge.conf") / "deepspeed" / f"zero{stage}.json").read_text()
 
 
-def deepspeed_config(cfg: TrainConfig, world_size: int) -> dict[str, Any]:
-    """The filled-in DeepSpeed config for `cfg.zero_stage` on `world_size` workers."""
+def deepspeed_config(cfg: TrainConfig, world_size: int, bf16: bool = False) -> dict[str, Any]:
+    """The filled-in DeepSpeed config for `cfg.zero_stage` on `world_size` workers; `bf16`:
+    the engine runs its forward passes under bf16 autocast (see `train_step.uses_bf16`)."""
     name = f"conf/deepspeed/zero{cfg.zero_stage}.json"
     config = json.loads(zero_config_text(cfg.zero_stage))
     stage = config.get("zero_optimization", {}).get("stage")
@@ -60,6 +65,11 @@ def deepspeed_config(cfg: TrainConfig, world_size: int) -> dict[str, Any]:
         values[f"zero_optimization.{section}.device"] = "cpu" if enabled else "none"
         values[f"zero_optimization.{section}.pin_memory"] = cfg.use_gpu
     _fill(config, values, name, prefix="")
+    config["torch_autocast"] = {
+        "enabled": bf16,
+        "dtype": "bfloat16",
+        "lower_precision_safe_modules": [],
+    }
     return config
 
 

@@ -1,15 +1,14 @@
 """One optimizer step on one worker: the DeepSpeed engine, the learning rate, the loss.
 
 `build_engine` wraps GPT and our AdamW (decay on matmul weights only) in a DeepSpeed engine
-for the configured ZeRO stage; `TrainStep` runs the micro-batches of one step through it
-(gradient accumulation, bf16 autocast when asked for, clipping) with the learning rate our schedule
-gives, and returns the step's mean loss over all workers and the pre-clip gradient norm; it
+for the configured ZeRO stage, with bf16 autocast inside the engine when asked for; `TrainStep`
+runs the micro-batches of one step through it (gradient accumulation, clipping) with the
+learning rate our schedule gives, and returns the step's mean loss over all workers and the pre-clip gradient norm; it
 charges its time to compute, comm and optimizer (`step_times`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 
@@ -88,7 +87,7 @@ def skip_shared_memory_allreduce_op(device: torch.device) -> None:
 def build_engine(model_cfg: ModelConfig, cfg: TrainConfig, world_size: int, device: torch.device):
     """GPT + AdamW in a DeepSpeed engine (seed torch first: the init uses its global RNG)."""
     skip_shared_memory_allreduce_op(device)  # before any DeepSpeed communication
-    ds_config = deepspeed_config(cfg, world_size)
+    ds_config = deepspeed_config(cfg, world_size, bf16=uses_bf16(cfg))
     model = build_model(model_cfg, ds_config, device)
     engine, *_ = deepspeed.initialize(
         model=model, optimizer=build_optimizer(model, cfg, device), config=ds_config
@@ -129,7 +128,6 @@ class TrainStep:
         self.device = device
         self.world_size = world_size
         self.stage = engine.zero_optimization_stage()
-        self._bf16 = uses_bf16(cfg)
         self.times = times or StepTimes()
         time_gradient_reduction(engine, self.times)
 
@@ -141,8 +139,8 @@ class TrainStep:
         times = self.times
         for x, y in batches:
             with times.part("compute"):
-                with self._autocast():
-                    _, loss = self.engine(x.to(self.device), y.to(self.device))
+                # bf16 autocast, when asked for, is the engine's own (deepspeed_config.py)
+                _, loss = self.engine(x.to(self.device), y.to(self.device))
                 self.engine.backward(loss)  # DeepSpeed divides by the accumulation steps
                 total += loss.detach().float()
             with times.part("optimizer"):
@@ -165,8 +163,3 @@ class TrainStep:
         max_norm = self.cfg.grad_clip if self.cfg.grad_clip > 0 else math.inf
         norm = torch.nn.utils.clip_grad_norm_(self.engine.module.parameters(), max_norm)
         return float(norm)
-
-    def _autocast(self):
-        if self._bf16:
-            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()

@@ -57,3 +57,10 @@ def test_the_batch_sizes_follow_the_actual_world_size():
 def test_the_stage_files_are_plain_json_that_deepspeed_users_can_read():
     for stage in range(4):
         assert json.loads(zero_config_text(stage))["zero_optimization"]["stage"] == stage
+
+
+def test_bf16_is_the_engines_own_autocast_with_gradients_reduced_in_fp32():
+    cfg = TrainConfig(zero_stage=2, num_workers=1)
+    on = deepspeed_config(cfg, 1, bf16=True)["torch_autocast"]
+    assert on == {"enabled": True, "dtype": "bfloat16", "lower_precision_safe_modules": []}
+    assert deepspeed_config(cfg, 1)["torch_autocast"]["enabled"] is False

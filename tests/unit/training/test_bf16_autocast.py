@@ -1,0 +1,53 @@
+"""`train.precision=bf16` runs the engine's forward passes in bf16, with fp32 state.
+
+DeepSpeed's forward switches off an autocast opened around the engine wherever
+`torch.is_autocast_enabled()` sees it (CUDA; seen on an H100 with `bench/gpu_train.py`: a bf16
+run trained in fp32), so bf16 must be the engine's own (`torch_autocast` in its config). On CPU
+the outer autocast went unnoticed by DeepSpeed, so the engine's own setting is asserted too."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lmforge.model.config import ModelConfig
+from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.train_step import TrainStep, build_engine
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("world_of_one")]
+
+MODEL = ModelConfig(vocab_size=50, block_size=8, d_model=32, n_head=2, n_layer=2, d_ff=64)
+
+
+def _matmul_dtypes(precision: str, stage: int) -> tuple[set[torch.dtype], list[float], set]:
+    """(dtypes of every Linear's output, losses of 4 steps, parameter dtypes)."""
+    cfg = TrainConfig(
+        zero_stage=stage, num_workers=1, global_batch_size=2, micro_batch_size=2, lr=1e-2,
+        precision=precision, warmup_steps=0,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    engine = build_engine(MODEL, cfg, 1, torch.device("cpu"))
+    assert engine.torch_autocast_enabled() == (precision == "bf16")
+    seen: set[torch.dtype] = set()
+    for module in engine.module.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.register_forward_hook(lambda _m, _i, out: seen.add(out.dtype))
+    step = TrainStep(engine, cfg, torch.device("cpu"), 1)
+    tokens = torch.randint(0, 50, (2, 9), generator=torch.Generator().manual_seed(1))
+    losses = [step([(tokens[:, :-1], tokens[:, 1:])], lr=1e-2).loss for _ in range(4)]
+    state_dtypes = {p.dtype for p in engine.module.parameters()}
+    return seen, losses, state_dtypes
+
+
+@pytest.mark.parametrize("stage", [0, 2])
+def test_bf16_runs_the_matmuls_in_bf16_and_keeps_fp32_state(stage):
+    seen, losses, state = _matmul_dtypes("bf16", stage)
+    assert seen == {torch.bfloat16}
+    assert state == {torch.float32}
+    assert losses[-1] < losses[0]
+
+
+def test_fp32_stays_fp32():
+    seen, losses, _ = _matmul_dtypes("fp32", 2)
+    assert seen == {torch.float32}
+    assert losses[-1] < losses[0]
