@@ -22,6 +22,7 @@ from __future__ import annotations
 from lmforge.model.config import ModelConfig
 from lmforge.model.flops import flops_per_token, non_embedding_parameters
 from lmforge.pipeline.cost_model import KNOWN, Cluster, ProcessCost, StageCost, config_part
+from lmforge.pipeline.training.config import engine_zero_stage
 from lmforge.pipeline.training.memory import RankMemory, activation_bytes, rank_memory
 
 STAGE = "pretrain"
@@ -173,7 +174,9 @@ def _problems(s: dict) -> list[str]:
 def _rank_memory(s: dict[str, float]) -> RankMemory:
     return rank_memory(
         params=s["params"],
-        zero_stage=int(s["zero_stage"]),
+        zero_stage=engine_zero_stage(
+            int(s["zero_stage"]), int(s["world"]), bool(s["offload_optimizer"])
+        ),
         world=int(s["world"]),
         offload_optimizer=bool(s["offload_optimizer"]),
         offload_params=bool(s["offload_params"]),

@@ -3,8 +3,8 @@
 `build_engine` wraps GPT and our AdamW (decay on matmul weights only) in a DeepSpeed engine
 for the configured ZeRO stage, with bf16 autocast inside the engine when asked for; `TrainStep`
 runs the micro-batches of one step through it (gradient accumulation, clipping) with the
-learning rate our schedule gives, and returns the step's mean loss over all workers and the pre-clip gradient norm; it
-charges its time to compute, comm and optimizer (`step_times`).
+learning rate our schedule gives, and returns the step's mean loss over all workers and the
+pre-clip gradient norm; it charges its time to compute, comm and optimizer (`step_times`).
 """
 
 from __future__ import annotations

@@ -91,7 +91,9 @@ class WorkerRun:
         context = ray.train.get_context()
         self.rank, self.world = context.get_world_rank(), context.get_world_size()
         self.job = job
-        self.cfg = job.train.with_workers(self.world)
+        self.cfg = job.train.with_workers(self.world)  # ZeRO-1/2 on one worker: ZeRO-0
+        if self.rank == 0 and self.cfg.zero_stage != job.train.zero_stage:
+            _say(f"ZeRO-{job.train.zero_stage} on one worker runs as ZeRO-0 (nothing to split)")
         self.device = _setup_device(self.cfg)
         self.nodes = all_gather(ray.get_runtime_context().get_node_id(), self.world)
         torch.manual_seed(self.cfg.seed)

@@ -29,6 +29,20 @@ def test_gradient_accumulation_fills_the_global_batch_for_any_worker_count():
 
 
 @pytest.mark.parametrize(
+    ("stage", "workers", "offload", "runs_as"),
+    [(1, 1, False, 0), (2, 1, False, 0), (2, 2, False, 2), (1, 2, False, 1), (0, 1, False, 0),
+     (3, 1, False, 3), (2, 1, True, 2), (1, 1, True, 1)],
+)  # fmt: skip
+def test_zero_1_and_2_on_one_worker_run_as_zero_0(stage, workers, offload, runs_as):
+    cfg = TrainConfig(
+        zero_stage=stage, offload_optimizer=offload, num_workers=2, global_batch_size=8,
+        micro_batch_size=4,
+    )  # fmt: skip
+    assert cfg.with_workers(workers).zero_stage == runs_as
+    assert cfg.with_workers(workers).num_workers == workers
+
+
+@pytest.mark.parametrize(
     ("values", "message"),
     [
         ({"global_batch_size": 10, "micro_batch_size": 4, "num_workers": 1}, "multiple of"),
