@@ -99,8 +99,11 @@ def memory_flags(prediction: StagePrediction, cluster: Cluster) -> list[Flag]:
             needs, has = p.per_node * p.peak_rss_mb, node_mb
         if has is not None and needs > has:
             where = "one GPU" if p.device == "gpu" else "one node"
+            remedy = p.remedy or (
+                "a head node with more memory" if p.coordinator else "nodes with more memory"
+            )
             flags.append(
-                Flag(prediction.stage, f"{p.name} ({where})", round(needs), round(has), p.remedy)
+                Flag(prediction.stage, f"{p.name} ({where})", round(needs), round(has), remedy)
             )
     return flags
 

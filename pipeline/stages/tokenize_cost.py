@@ -78,7 +78,7 @@ def cost(s: dict[str, float]) -> StageCost:
                 "tokenize task",
                 {"task_mb": 1},
                 per_node=int(s["cpus_per_node"]),
-                remedy="tokenizer settings cannot shrink it: nodes with more memory per CPU",
+                remedy="nodes with more memory per CPU (no setting shrinks a tokenize task)",
             ),
         ],
         outputs={

@@ -152,6 +152,16 @@ def test_a_coordinator_too_big_for_the_head_node_names_the_setting(coefficients)
     assert not result.to_json()["fits"]
 
 
+def test_every_process_that_does_not_fit_names_what_to_change(coefficients):
+    tiny_nodes = Cluster(nodes=2, cpus_per_node=64, memory_per_node=GB)
+    result = estimate_run(compose(), {"docs": 1e9, "bytes": 1e12}, tiny_nodes, coefficients)
+    flagged = {(f.stage, f.process) for f in result.flags}
+    assert ("tokenize", "coordinator (one node)") in flagged
+    assert ("clean", "coordinator (one node)") in flagged
+    for flag in result.flags:
+        assert flag.change and not flag.change.startswith(("cannot", "tokenizer settings"))
+
+
 def test_a_whole_split_tokenizer_sample_is_flagged_with_sample_bytes(coefficients):
     result = estimate_run(
         compose(["tokenizer.sample_bytes=0"]), {"docs": 1e9, "bytes": 1e12}, CLUSTER, coefficients
