@@ -10,11 +10,16 @@ Prints a table, then as its last line one JSON object: {"bench": "generate_throu
 reference is transformers and X is lmforge with the cache.
 
 Run:  .venv/bin/python bench/generate_throughput.py [--threads 2] [--batch 4] [--new-tokens 128]
+      python bench/generate_throughput.py --device cuda --preset gpt2    # on a GPU, bf16 autocast
+
+With `--device cuda` both sides run on the GPU under bf16 autocast with fp32 weights, as the
+eval stages' model actors do (`ModelWorker.apply`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import tempfile
@@ -23,7 +28,8 @@ from collections.abc import Callable
 
 import torch
 
-from lmforge.model import GPT, ModelConfig, SamplingConfig, generate
+from lmforge.model import GPT, ModelConfig, SamplingConfig
+from lmforge.model.generate import generate
 from lmforge.model.hf_export import export_hf
 
 
@@ -37,6 +43,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3, help="timed runs; the best counts")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     return parser.parse_args()
 
 
@@ -63,23 +70,35 @@ def _contenders(args: argparse.Namespace, model: GPT) -> dict[str, Callable[[], 
     hf_logging.disable_progress_bar()
     with tempfile.TemporaryDirectory() as export_dir:
         export_hf(model, export_dir)
-        hf = AutoModelForCausalLM.from_pretrained(export_dir).eval()
+        hf = AutoModelForCausalLM.from_pretrained(export_dir).eval().to(args.device)
     prompts = torch.randint(0, model.config.vocab_size, (args.batch, args.prompt_len))
+
+    def context():
+        if args.device == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     def ours(use_cache: bool) -> Callable[[], list[list[int]]]:
         sampling = SamplingConfig(max_new_tokens=args.new_tokens, greedy=True, use_cache=use_cache)
-        return lambda: generate(model, prompts.tolist(), sampling)
+
+        def run() -> list[list[int]]:
+            with context():
+                return generate(model, prompts.tolist(), sampling)
+
+        return run
 
     def reference() -> list[list[int]]:
-        out = hf.generate(
-            prompts,
-            attention_mask=torch.ones_like(prompts),
-            do_sample=False,
-            max_new_tokens=args.new_tokens,
-            min_new_tokens=args.new_tokens,
-            eos_token_id=None,
-            pad_token_id=0,
-        )
+        on_device = prompts.to(args.device)
+        with context():
+            out = hf.generate(
+                on_device,
+                attention_mask=torch.ones_like(on_device),
+                do_sample=False,
+                max_new_tokens=args.new_tokens,
+                min_new_tokens=args.new_tokens,
+                eos_token_id=None,
+                pad_token_id=0,
+            )
         return out[:, args.prompt_len :].tolist()
 
     return {
@@ -99,7 +118,7 @@ def main() -> None:
         raise SystemExit(
             f"--prompt-len + --new-tokens must fit block_size={cfg.block_size} of {args.preset}"
         )
-    model = GPT(cfg).eval()
+    model = GPT(cfg).eval().to(args.device)
     timings = _time_round_robin(_contenders(args, model), args.repeats)
     rates = {name: args.batch * args.new_tokens / sec for name, (sec, _) in timings.items()}
 
@@ -107,7 +126,7 @@ def main() -> None:
         f"model: {args.preset} (d={cfg.d_model}, layers={cfg.n_layer}, vocab={cfg.vocab_size}), "
         f"{model.num_parameters(non_embedding=False) / 1e6:.1f}M params; batch {args.batch}, "
         f"prompt {args.prompt_len}, {args.new_tokens} new tokens, greedy, "
-        f"{args.threads} thread(s), torch {torch.__version__}"
+        f"{args.threads} thread(s), torch {torch.__version__}, {args.device}"
     )
     print(f"{'contender':<24}{'tokens/s':>12}{'seconds':>10}")
     for name, (seconds, _) in timings.items():
@@ -122,6 +141,8 @@ def main() -> None:
         "reference": round(reference_rate, 2),
         "ratio": round(ours_rate / reference_rate, 4),
         "no_cache": round(rates["lmforge (no cache)"], 2),
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+        "same_greedy_tokens": same,
     }
     print(json.dumps(summary))
 

@@ -19,6 +19,11 @@ Cases, in one run:
   next step: its loss against the original engine's (`resume_rel_diff`).
 - `zero3`: the model built under `deepspeed.zero.Init` on the GPU (the branch CPU runs never
   take), trained, saved and restored the same way.
+- `eval`: the trained weights written as the pretrain artifact's `model/` and loaded back as the
+  eval stages load them, then on the GPU under the bf16 autocast of their model actors
+  (`ModelWorker.apply`): perplexity of held-out chain text against fp32 (`eval_bf16_rel_diff`),
+  and greedy generation with the KV cache against without it (`greedy_cache_agreement`: the
+  share of generated tokens that agree), with both rates.
 
     python bench/gpu_train.py [--steps 30] [--micro-batch 16] [--out DIR]
     python bench/gpu_train.py --cpu-smoke    # the same code paths on CPU with a small model
@@ -48,7 +53,10 @@ import yaml
 
 from lmforge.model.config import ModelConfig
 from lmforge.model.flops import flops_per_token
+from lmforge.model.generate import SamplingConfig, generate
 from lmforge.model.gpt import GPT
+from lmforge.model.perplexity import token_nll
+from lmforge.model.weights import load_model_dir, save_model_dir
 from lmforge.pipeline.training import checkpoint as ckpt
 from lmforge.pipeline.training.async_save import CheckpointSaver
 from lmforge.pipeline.training.config import TrainConfig
@@ -242,6 +250,44 @@ def zero3_case(model_cfg, cfg, batches, steps: int, root: Path, device) -> dict:
     }
 
 
+def eval_case(module, batches_of, root: Path, device) -> dict:
+    """The eval stages' GPU path on the trained weights: scoring and generation in bf16."""
+    save_model_dir(module, root / "model")
+    model = load_model_dir(root / "model").to(device).eval()
+    block = model.config.block_size
+    held_out = torch.cat([batches_of(100 + i)[0].reshape(-1) for i in range(2)]).cpu()
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    nll32, count = token_nll(model, held_out, block, block // 2)
+    with autocast:
+        nll16, _ = token_nll(model, held_out, block, block // 2)
+    gap = held_out.numel() // 8
+    prompts = [held_out[i * gap : i * gap + 16].tolist() for i in range(8)]
+    runs = {}
+    for use_cache in (True, False):
+        cfg = SamplingConfig(max_new_tokens=128, greedy=True, use_cache=use_cache)
+        with autocast:
+            generate(model, prompts[:1], SamplingConfig(max_new_tokens=4, greedy=True))  # warm
+            sync()
+            start = time.perf_counter()
+            out = generate(model, prompts, cfg)
+            sync()
+        runs[use_cache] = (out, len(prompts) * 128 / (time.perf_counter() - start))
+    agree = sum(
+        a == b
+        for x, y in zip(runs[True][0], runs[False][0], strict=True)
+        for a, b in zip(x, y, strict=True)
+    )
+    total = sum(len(x) for x in runs[True][0])
+    return {
+        "eval_perplexity_fp32": math.exp(nll32 / count),
+        "eval_perplexity_bf16": math.exp(nll16 / count),
+        "eval_bf16_rel_diff": abs(nll16 - nll32) / nll32,
+        "greedy_cache_agreement": agree / total,
+        "generate_tokens_per_s_cache": runs[True][1],
+        "generate_tokens_per_s_no_cache": runs[False][1],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=30, help="timed steps per case")
@@ -303,11 +349,14 @@ def main() -> None:
             cases["lmforge_compiled"], model_cfg, compiled_cfg, batches, Path(tmp) / "ckpt", device
         )
         print(f"checkpoint: {json.dumps(checkpoint)}", flush=True)
+        trained = cases["lmforge_compiled"]["engine"].module
         for case in cases.values():
             case.pop("engine", None), case.pop("step", None)
         torch.cuda.empty_cache()
         zero3 = zero3_case(model_cfg, eager_cfg, batches, 10, Path(tmp) / "zero3", device)
         print(f"zero3: {json.dumps(zero3)}", flush=True)
+        evaluated = eval_case(trained, data, Path(tmp) / "eval", device)
+        print(f"eval: {json.dumps(evaluated)}", flush=True)
     lm, ref = cases["lmforge_compiled"]["tokens_per_s"], cases["plain_compiled"]["tokens_per_s"]
     out |= {"lmforge": round(lm, 1), "reference": round(ref, 1), "ratio": round(lm / ref, 4)}
     out |= {"mfu": round(lm * per_token / peak, 4), "peak_flops": peak, "peak_source": source}
@@ -319,7 +368,7 @@ def main() -> None:
     out["cases"] = {
         name: {key: round(value, 4) for key, value in case.items()} for name, case in cases.items()
     }
-    out |= {key: value for key, value in checkpoint.items()} | zero3
+    out |= {key: value for key, value in checkpoint.items()} | zero3 | evaluated
     dist.destroy_process_group()
     print(json.dumps(out, default=lambda v: round(v, 4) if isinstance(v, float) else str(v)))
 

@@ -59,3 +59,18 @@ def test_presets_take_the_vocab_from_the_tokenizer():
 def test_a_misspelt_field_fails_loudly():
     with pytest.raises(TypeError):
         ModelConfig(**VALID, n_heads=4)
+
+
+def test_every_name_the_package_exports_is_what_it_names_after_every_submodule_loaded():
+    """A submodule import sets the package attribute of its name: an exported name equal to a
+    submodule's would turn into that module (`from lmforge.model import generate` did)."""
+    import importlib
+    import pkgutil
+    import types
+
+    import lmforge.model as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"lmforge.model.{info.name}")
+    for name in package.__all__:
+        assert not isinstance(getattr(package, name), types.ModuleType), name
