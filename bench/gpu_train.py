@@ -266,7 +266,7 @@ def eval_case(module, batches_of, root: Path, device) -> dict:
     for use_cache in (True, False):
         cfg = SamplingConfig(max_new_tokens=128, greedy=True, use_cache=use_cache)
         with autocast:
-            generate(model, prompts[:1], SamplingConfig(max_new_tokens=4, greedy=True))  # warm
+            generate(model, prompts, cfg)  # warm: every step's shapes are new on a first call
             sync()
             start = time.perf_counter()
             out = generate(model, prompts, cfg)
