@@ -72,9 +72,8 @@ def write_safetensors(
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"tensor names repeat in {names}")
-    header = _header(specs, metadata)
     digest = hashlib.sha256()
-    written = _put(out, digest, struct.pack("<Q", len(header)) + header)
+    written = _put(out, digest, encode_header(specs, metadata))
     for spec in specs:
         tensor = spec.values()
         if tensor.dtype != spec.dtype or tuple(tensor.shape) != spec.shape:
@@ -86,7 +85,12 @@ def write_safetensors(
     return WrittenFile(bytes=written, sha256=digest.hexdigest())
 
 
-def _header(specs: Sequence[TensorSpec], metadata: dict[str, str] | None) -> bytes:
+def encode_header(
+    specs: Sequence[TensorSpec], metadata: dict[str, str] | None = None, *, align: int = 8
+) -> bytes:
+    """The bytes before a file's tensor data: the header's length (u64, little-endian) and
+    the JSON header, padded with spaces (as the format allows) so the data starts at a
+    multiple of `align` bytes (a multiple of 8)."""
     entries: dict[str, object] = {}
     if metadata:
         entries["__metadata__"] = dict(metadata)
@@ -101,7 +105,8 @@ def _header(specs: Sequence[TensorSpec], metadata: dict[str, str] | None) -> byt
         }
         offset += spec.nbytes
     text = json.dumps(entries, separators=(",", ":")).encode()
-    return text + b" " * (-len(text) % 8)  # the data starts 8-byte aligned
+    text += b" " * (-(len(text) + 8) % align)
+    return struct.pack("<Q", len(text)) + text
 
 
 def _put_tensor(out: BinaryIO, digest, tensor: torch.Tensor) -> int:

@@ -4,10 +4,13 @@ publishes it, into a local directory or a bucket."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from lmforge.pipeline.training import checkpoint as ckpt
 from lmforge.pipeline.training.shard_format import LAYOUT_FILE, layout_json, write_rank_shard
+from lmforge.pipeline.training.staging import stage_fragments
 from lmforge.pipeline.training.zero_shards import Fragment
 
 SHAPES = {"w": (5, 7), "b": (7,)}
@@ -39,15 +42,18 @@ def fragments(full: dict, rank: int, world: int) -> list[Fragment]:
     return out
 
 
+def write_shard(store, pending: str, rank: int, world: int, full: dict):
+    """Rank `rank`'s two shard files of the pending checkpoint, written as a saver writes them."""
+    staged = stage_fragments(fragments(full, rank, world))
+    return write_rank_shard(partial(store.write_file, pending), rank, world, staged)
+
+
 def save_sharded(store, step: int, world: int) -> str:
     """A checkpoint of `world` ranks at `step` in `store`; returns its location."""
     full = full_tensors(step)
     pending = store.begin(step)
 
-    def opener(name):
-        return store.open_output(pending, name)
-
-    shards = [write_rank_shard(opener, r, world, fragments(full, r, world)) for r in range(world)]
+    shards = [write_shard(store, pending, r, world, full) for r in range(world)]
     state = ckpt.TrainerState(
         step=step,
         adam_step=step,

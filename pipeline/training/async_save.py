@@ -2,12 +2,13 @@
 
 `save(state)` is called by every rank at the same step. It waits for the previous save (at most
 one is in flight), rank 0 opens the new checkpoint's directory (`begin`) and tells the others,
-and every rank copies its own part of the parameters and AdamW moments to CPU memory: training
-pauses for that copy only. A background thread per rank then writes the rank's two shards
-(hashed as they are written; hashing and writing release the GIL, so the training thread keeps
-running); the ranks' threads exchange what they wrote over a gloo process group of their own
-(the training's collectives never wait for them), and rank 0's thread publishes the checkpoint:
-layout, trainer state, and the `COMPLETE` marker last, then prunes.
+and every rank copies its own part of the parameters and AdamW moments into host memory it keeps
+between saves (`staging`): training pauses for that copy only. A background thread per rank then
+writes the rank's two shards (hashed with xxh3 as they are written, straight from the staged
+pages to the disk where the file system allows O_DIRECT; hashing and writing release the GIL,
+so the training thread keeps running); the ranks' threads exchange what they wrote over a gloo
+process group of their own (the training's collectives never wait for them), and rank 0's thread
+publishes the checkpoint: layout, trainer state, and the `COMPLETE` marker last, then prunes.
 Every thread learns the outcome, so `wait()` on any rank returns once the checkpoint is
 published, with its location, or raises the error of whichever rank failed.
 """
@@ -29,10 +30,10 @@ from lmforge.pipeline.training.shard_format import (
     LAYOUT_FILE,
     RankShard,
     layout_json,
-    stage_fragments,
     write_rank_shard,
 )
-from lmforge.pipeline.training.zero_shards import Fragment, full_shapes, local_fragments
+from lmforge.pipeline.training.staging import Staged, StagingArea, stage_fragments
+from lmforge.pipeline.training.zero_shards import full_shapes, local_fragments
 from lmforge.pipeline.training.zero_state import adam_step
 
 
@@ -64,7 +65,9 @@ class CheckpointSaver:
         self.published: Published | None = None
         """The newest checkpoint published (or resumed from) by this run."""
         self._thread: threading.Thread | None = None
-        self._staged: list[Fragment] | None = None
+        self._staging = StagingArea()
+        """Where this rank's part is copied for the writer thread, kept between saves."""
+        self._staged: Staged | None = None
         """The copy of this rank's part that the writer thread writes."""
         self._outcome: Published | str | None = None
 
@@ -73,7 +76,8 @@ class CheckpointSaver:
         self.wait()
         pending = self.store.begin(state.step) if self.rank == 0 else None
         pending = broadcast_from_rank0(pending, self.world, group=None)
-        self._staged = stage_fragments(local_fragments(self.engine, self.rank, self.world))
+        fragments = local_fragments(self.engine, self.rank, self.world)
+        self._staged = stage_fragments(fragments, self._staging)
         texts = {}
         if self.rank == 0:
             state = dataclasses.replace(state, adam_step=adam_step(self.engine))
@@ -114,10 +118,10 @@ class CheckpointSaver:
             self._outcome = f"rank {self.rank}: {exc}"
 
     def _write_shard(self, pending: str, midway) -> RankShard | str:
-        staged, self._staged = self._staged, None  # freed once written, before publishing
+        staged, self._staged = self._staged, None  # its regions stay for the next save
         try:
-            opener = functools.partial(self.store.open_output, pending)
-            return write_rank_shard(opener, self.rank, self.world, staged, midway)
+            write_file = functools.partial(self.store.write_file, pending)
+            return write_rank_shard(write_file, self.rank, self.world, staged, midway)
         except Exception as exc:
             return f"rank {self.rank} could not write its shard: {exc}"
 

@@ -6,7 +6,7 @@
         model.safetensors      full fp32 parameters by name           (consolidated, written by
         optimizer.safetensors  AdamW moments: exp_avg/<name>, ...      `write_checkpoint`)
         trainer_state.json     step, AdamW step, sampler position, tokens seen, loss history, ...
-        COMPLETE               written last: size and sha256 of every other file
+        COMPLETE               written last: size and checksum of every other file
 
 A checkpoint is written into a hidden temporary directory, `COMPLETE` last, fsynced, then renamed
 into place, and it counts only when `COMPLETE` exists and every file matches it. A directory
@@ -16,9 +16,9 @@ falls back to the previous checkpoint. Rewriting a step sets the old copy aside 
 `.step_000123.swap-<id>` before the new one is renamed in, and deletes it only after; a swap copy
 stands in for its step while `step_000123/` is missing or broken, so a crash at any moment leaves
 a complete checkpoint of that step or an earlier one. Pruning trusts a kept checkpoint by its
-marker and file sizes; loading checks every sha256. A checkpoint that passes that check but
-cannot be loaded (bad tensors, a different model) raises `CheckpointError`: it is never silently
-replaced by a fresh start.
+marker and file sizes; loading checks every checksum (`checksums`). A checkpoint that passes
+that check but cannot be loaded (bad tensors, a different model) raises `CheckpointError`: it is
+never silently replaced by a fresh start.
 Tensors are read with safetensors and JSON only, never with pickle.
 """
 
@@ -40,6 +40,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from lmforge.pipeline.durable import file_sha256, fsync_dir, fsync_tree
+from lmforge.pipeline.training import checksums
 
 MARKER = "COMPLETE"
 MODEL_FILE = "model.safetensors"
@@ -168,8 +169,9 @@ def verify_checkpoint(path: str | Path, *, hashes: bool = True) -> str | None:
     if problem is not None or not hashes:
         return problem
     for name, meta in json.loads(marker.read_text())["files"].items():
-        if file_sha256(path / name) != meta["sha256"]:
-            return f"corrupt: {name} does not match its sha256 in {MARKER}"
+        problem = checksums.mismatch(path / name, name, meta, MARKER)
+        if problem is not None:
+            return problem
     return None
 
 
@@ -272,7 +274,8 @@ def prune_checkpoints(root: str | Path, keep: int) -> list[Path]:
 
 
 def marker_text(files: dict[str, dict]) -> str:
-    """The text of a `COMPLETE` marker listing files (name -> {"bytes": n, "sha256": hex})."""
+    """The text of a `COMPLETE` marker listing files (name -> {"bytes": n, "<algorithm>": hex},
+    see `checksums`)."""
     return json.dumps({"files": dict(sorted(files.items()))}, indent=1)
 
 

@@ -5,14 +5,16 @@ Both stores offer the same steps, called by `async_save` and `resume`:
   hidden `.step_000123.tmp-<id>/` that is renamed into place once complete, so nothing
   half-written is visible; in a bucket (nothing renames there) `step_000123/` itself, whose
   stale marker, if a broken copy of that step had one, is deleted first.
-- `open_output(pending, name)` (every rank, for its own shards): a file, fsynced on close, or
-  a bucket upload (pyarrow's S3 streams upload big files in parts, several at once).
+- `write_file(pending, name, head, body)` (every rank, for its own shards): a file written
+  from the staged pages (O_DIRECT where the file system allows, `direct_write`) and fsynced, or
+  a bucket upload (pyarrow's S3 streams upload big files in parts, several at once); either
+  returns the file's size and the checksum computed as it went out (`checksums`).
 - `publish(...)` (rank 0, once every rank has written): the JSON files, then the `COMPLETE`
-  marker listing every file with the size and sha256 its writer computed (nothing is read back),
-  then older checkpoints are pruned by marker and sizes (nothing is re-hashed).
+  marker listing every file with the size and checksum its writer computed (nothing is read
+  back), then older checkpoints are pruned by marker and sizes (nothing is re-hashed).
 - `newest_complete(skip)` (rank 0): the newest checkpoint whose marker and file sizes check out;
   `fetch(location, names, rank)` (every rank): a local directory holding those files, each
-  checked against the marker's sha256. From a bucket only the named files are downloaded, into
+  checked against the marker's checksum. From a bucket only the named files are downloaded, into
   a staging directory of this rank alone (`rank_staging`), hashed as they arrive.
 """
 
@@ -31,9 +33,11 @@ from typing import BinaryIO
 
 import pyarrow.fs as pafs
 
-from lmforge.pipeline.durable import file_sha256, fsync_dir
+from lmforge.pipeline.durable import fsync_dir
 from lmforge.pipeline.training import checkpoint as ckpt
+from lmforge.pipeline.training import checksums
 from lmforge.pipeline.training import remote_checkpoints as remote
+from lmforge.pipeline.training.direct_write import write_file
 
 
 def open_store(location: str) -> LocalStore | BucketStore:
@@ -65,6 +69,12 @@ class LocalStore:
             yield out
             out.flush()
             os.fsync(out.fileno())
+
+    def write_file(self, pending: str, name: str, head: bytes, body: memoryview, **drill) -> dict:
+        """One shard file of the pending checkpoint: {"bytes", "<algorithm>": hex}."""
+        algorithm = checksums.SHARD_ALGORITHM
+        size, digest = write_file(self.root / pending / name, head, body, algorithm, **drill)
+        return {"bytes": size, algorithm: digest}
 
     def publish(self, pending: str, step: int, texts: dict[str, str], files: dict, keep: int):
         directory = self.root / pending
@@ -99,8 +109,9 @@ class LocalStore:
         for name in names:
             if name not in listed:
                 return path, f"corrupt: {ckpt.MARKER} does not list {name}"
-            if file_sha256(path / name) != listed[name]["sha256"]:
-                return path, f"corrupt: {name} does not match its sha256 in {ckpt.MARKER}"
+            problem = checksums.mismatch(path / name, name, listed[name], ckpt.MARKER)
+            if problem is not None:
+                return path, problem
         return path, None
 
     def release(self, rank: int) -> None:
@@ -123,6 +134,26 @@ class BucketStore:
 
     def open_output(self, pending: str, name: str):
         return self.fs.open_output_stream(f"{self.base}/{pending}/{name}")
+
+    def write_file(
+        self, pending: str, name: str, head: bytes, body: memoryview, *, midway=None, split_at=0
+    ) -> dict:
+        """One shard file of the pending checkpoint, uploaded: {"bytes", "<algorithm>": hex}."""
+        algorithm = checksums.SHARD_ALGORITHM
+        digest = checksums.new_digest(algorithm)
+        body = body.cast("B")
+        with self.open_output(pending, name) as out:
+            digest.update(head)
+            out.write(head)
+            cuts = sorted({0, split_at if midway is not None else 0, len(body)})
+            for start, stop in zip(cuts, cuts[1:], strict=False):
+                if midway is not None and start == split_at and start > 0:
+                    midway()
+                for piece in range(start, stop, checksums.CHUNK):
+                    part = body[piece : min(piece + checksums.CHUNK, stop)]
+                    digest.update(part)
+                    out.write(part)
+        return {"bytes": len(head) + len(body), algorithm: digest.hexdigest()}
 
     def publish(self, pending: str, step: int, texts: dict[str, str], files: dict, keep: int):
         for name, text in texts.items():
@@ -160,9 +191,13 @@ class BucketStore:
         for file in names:
             if file not in listed:
                 return local, f"corrupt: {ckpt.MARKER} does not list {file}"
-            digest = download_file(self.fs, f"{self.base}/{name}/{file}", local / file)
-            if digest != listed[file]["sha256"]:
-                return local, f"corrupt: {file} does not match its sha256 in {ckpt.MARKER}"
+            try:
+                algorithm, expected = checksums.listed_digest(listed[file])
+            except KeyError as exc:
+                return local, f"corrupt: {ckpt.MARKER} lists {file} without a checksum ({exc})"
+            source = f"{self.base}/{name}/{file}"
+            if download_file(self.fs, source, local / file, algorithm) != expected:
+                return local, f"corrupt: {file} does not match its {algorithm} in {ckpt.MARKER}"
         return local, None
 
     def release(self, rank: int) -> None:
@@ -175,10 +210,10 @@ def rank_staging(uri: str, rank: int) -> Path:
     return remote.local_staging(uri) / (f"rank-{rank:05d}" if rank >= 0 else "export")
 
 
-def download_file(fs: pafs.FileSystem, source: str, target: Path) -> str:
+def download_file(fs: pafs.FileSystem, source: str, target: Path, algorithm: str = "sha256") -> str:
     """Copy one bucket object to a local file (written under a temporary name, then renamed);
-    returns the sha256 of the bytes, computed as they arrive."""
-    digest = hashlib.sha256()
+    returns the `algorithm` digest of the bytes, computed as they arrive."""
+    digest = checksums.new_digest(algorithm)
     tmp = target.with_name(f".{target.name}.download-{uuid.uuid4().hex[:8]}")
     try:
         with fs.open_input_stream(source) as src, open(tmp, "wb") as dst:

@@ -8,7 +8,10 @@
                           [start, numel] of each parameter it holds
         trainer_state.json, COMPLETE          as in `checkpoint`
 
-A rank writes its two shards itself (`write_rank_shard`), hashing them as they are written.
+A rank writes its two shards itself (`write_rank_shard`) from the regions it staged them in
+(`staging`), hashing them as they are written (`checksums`); each file's tensor data starts at a
+multiple of 4096 bytes (the header is padded with spaces, as the format allows), so a local
+store can write it with O_DIRECT (`direct_write`).
 `Layout.read` returns any flat range of a saved tensor by reading only the overlapping pieces
 from the shards (safetensors slices), so a rank of another world size or ZeRO stage reads just
 what it holds. A checkpoint in the consolidated format (`model.safetensors` and
@@ -19,17 +22,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Protocol
 
 import torch
 from safetensors import safe_open
 
-from lmforge.model.safetensors_stream import TensorSpec, spec_of, write_safetensors
+from lmforge.model.safetensors_stream import encode_header, spec_of
 from lmforge.pipeline.training import checkpoint as ckpt
-from lmforge.pipeline.training.zero_shards import Fragment
+from lmforge.pipeline.training.direct_write import ALIGN
+from lmforge.pipeline.training.staging import Staged
 from lmforge.pipeline.training.zero_state import ADAM_MOMENTS
 
 LAYOUT_FILE = "layout.json"
@@ -44,57 +47,56 @@ def shard_names(rank: int, world: int) -> tuple[str, str]:
 
 @dataclass(slots=True)
 class RankShard:
-    """What one rank wrote: its two files (bytes, sha256) and the ranges they hold."""
+    """What one rank wrote: its two files (bytes, checksum) and the ranges they hold."""
 
     rank: int
     files: dict[str, dict]
-    """File name -> {"bytes": n, "sha256": hex}."""
+    """File name -> {"bytes": n, "xxh3_128": hex} (see `checksums`)."""
     ranges: dict[str, list[int]]
     """Parameter name -> [start, numel] in the flattened parameter."""
 
 
-def stage_fragments(fragments: Iterable[Fragment]) -> list[Fragment]:
-    """A CPU copy of every fragment, one allocation per kind: training may go on meanwhile."""
-    fragments = list(fragments)
-    total = sum(f.numel for f in fragments)
-    buffers = {key: torch.empty(total) for key in ("param", *ADAM_MOMENTS)}
-    staged, offset = [], 0
-    for f in fragments:
-        views = {}
-        for key, buffer in buffers.items():
-            views[key] = buffer[offset : offset + f.numel]
-            views[key].copy_(f.values[key])
-        staged.append(Fragment(f.name, f.shape, f.start, views))
-        offset += f.numel
-    return staged
+class ShardWriter(Protocol):
+    """A store's way to write one file of the pending checkpoint: its bytes and checksum."""
+
+    def __call__(
+        self,
+        name: str,
+        head: bytes,
+        body: memoryview,
+        *,
+        midway: Callable[[], None] | None = None,
+        split_at: int = 0,
+    ) -> dict: ...
 
 
 def write_rank_shard(
-    open_output: Callable[[str], AbstractContextManager[BinaryIO]],
+    write_file: ShardWriter,
     rank: int,
     world: int,
-    fragments: list[Fragment],
+    staged: Staged,
     midway: Callable[[], None] | None = None,
 ) -> RankShard:
-    """Write this rank's model and optimizer shards through `open_output(name)`.
+    """Write this rank's model and optimizer shards from its staged regions.
 
     midway: called between the first and second tensor of the model shard (fault drills).
     """
     model_name, optimizer_name = shard_names(rank, world)
+    fragments = staged.fragments
     model_specs = [spec_of(f.name, f.values["param"]) for f in fragments]
-    if midway is not None and len(model_specs) > 1:
-        second = model_specs[1]
-        model_specs[1] = TensorSpec(
-            second.name, second.dtype, second.shape, lambda: (midway(), second.values())[1]
-        )
     optimizer_specs = [
         spec_of(f"{key}/{f.name}", f.values[key]) for key in ADAM_MOMENTS for f in fragments
     ]
+    drill = midway if len(model_specs) > 1 else None
     files = {}
-    for name, specs in ((model_name, model_specs), (optimizer_name, optimizer_specs)):
-        with open_output(name) as out:
-            written = write_safetensors(out, specs, metadata={"format": "pt"})
-        files[name] = {"bytes": written.bytes, "sha256": written.sha256}
+    for name, specs, region, hook in (
+        (model_name, model_specs, staged.model, drill),
+        (optimizer_name, optimizer_specs, staged.optimizer, None),
+    ):
+        head = encode_header(specs, {"format": "pt"}, align=ALIGN)
+        body = memoryview(region.detach().numpy()).cast("B")
+        split_at = specs[0].nbytes if hook is not None else 0
+        files[name] = write_file(name, head, body, midway=hook, split_at=split_at)
     ranges = {f.name: [f.start, f.numel] for f in fragments}
     return RankShard(rank=rank, files=files, ranges=ranges)
 

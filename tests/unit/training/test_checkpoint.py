@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from lmforge.pipeline.training import checkpoint as ckpt
+from lmforge.pipeline.training import checksums
 
 
 def _state(step: int) -> ckpt.TrainerState:
@@ -199,9 +200,12 @@ def test_pruning_reads_marker_and_sizes_but_never_re_hashes(tmp_path, monkeypatc
     for step in (1, 2, 3):
         _write(tmp_path, step)
     hashed: list[str] = []
-    realfile_sha256 = ckpt.file_sha256
+    realfile_sha256, real_digest = ckpt.file_sha256, checksums.file_digest
     monkeypatch.setattr(
         ckpt, "file_sha256", lambda path: hashed.append(path.name) or realfile_sha256(path)
+    )
+    monkeypatch.setattr(
+        checksums, "file_digest", lambda path, a: hashed.append(path.name) or real_digest(path, a)
     )
     ckpt.prune_checkpoints(tmp_path, keep=2)
     assert hashed == []

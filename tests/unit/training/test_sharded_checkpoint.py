@@ -9,17 +9,12 @@ import json
 import pytest
 import torch
 from safetensors import safe_open
-from sharded_checkpoints import SHAPES, fragments, full_tensors, save_sharded
+from sharded_checkpoints import SHAPES, full_tensors, save_sharded, write_shard
 
 from lmforge.pipeline.training import checkpoint as ckpt
 from lmforge.pipeline.training.checkpoint_store import LocalStore
 from lmforge.pipeline.training.resume import choose_checkpoint
-from lmforge.pipeline.training.shard_format import (
-    LAYOUT_FILE,
-    Layout,
-    shard_names,
-    write_rank_shard,
-)
+from lmforge.pipeline.training.shard_format import LAYOUT_FILE, Layout, shard_names
 from lmforge.pipeline.training.zero3_init import normal_range
 
 
@@ -99,7 +94,7 @@ def test_a_checkpoint_being_written_is_invisible_until_its_marker(tmp_path):
     store = LocalStore(str(tmp_path))
     pending = store.begin(8)
     full = full_tensors(8)
-    write_rank_shard(lambda n: store.open_output(pending, n), 0, 2, fragments(full, 0, 2))
+    write_shard(store, pending, 0, 2, full)
     assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == ["step_000004"]
     assert ckpt.latest_valid_checkpoint(tmp_path).name == "step_000004"
 
