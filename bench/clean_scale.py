@@ -158,6 +158,7 @@ def measure(root: Path, docs: int, args: argparse.Namespace) -> dict:
         "coordinator_read_mb": summary["coordinator_read_mb"],
         "cpu_cores_used": round(cores, 2),
         "read_units": summary["read_units"],
+        "step_seconds": summary["step_seconds"],
         "removed": {k: v for k, v in summary["dropped_by_reason"].items() if v},
     }
 
@@ -189,12 +190,14 @@ def main() -> None:
         ray.shutdown()
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    print(f"{'docs':>10}{'wall s':>9}{'docs/s':>10}{'coord MB':>10}{'task MB':>9}{'cores':>7}")
+    header = f"{'docs':>10}{'wall s':>9}{'docs/s':>10}{'coord MB':>10}{'task MB':>9}{'cores':>7}"
+    print(f"{header}  step seconds")
     for row in rows:
         print(
             f"{row['docs']:>10}{row['wall_s']:>9}{row['lmforge']:>10.0f}"
             f"{row['coordinator_peak_rss_mb']:>10}{row['task_peak_rss_mb']:>9}"
-            f"{row['cpu_cores_used']:>7}"
+            f"{row['cpu_cores_used']:>7}  "
+            + " ".join(f"{step} {t:.0f}" for step, t in row["step_seconds"].items())
         )
     result = {"bench": "clean_scale", **rows[-1], "subset_identical": identical}
     if len(rows) > 1:

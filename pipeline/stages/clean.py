@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
@@ -130,10 +131,13 @@ def _get(refs: list) -> list:
         raise
 
 
-def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> dict[str, list[dict]]:
+def deduplicate(
+    cfg: DataConfig, dirs: CleanDirs, results: list, seconds: dict[str, float]
+) -> dict[str, list[dict]]:
     """Exact, then near duplicates, as tasks over key ranges of the units' indexes on disk;
     leaves one remove list per unit that loses documents (`pipeline/dedup/`); returns the peak
-    memory of each step's tasks (those this run ran: `task_rss_stats` of each)."""
+    memory of each step's tasks (those this run ran: `task_rss_stats` of each) and adds each
+    step's wall seconds to `seconds`."""
     import ray
 
     from lmforge.pipeline.dedup.exact import exact_partition
@@ -149,6 +153,7 @@ def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> dict[str, li
     ranges = key_ranges(max(1, -(-total // DEDUP_PARTITION_DOCS)))
     work = Path(dirs.removals)
     exact_files: list[str] = []
+    started = time.perf_counter()
     if cfg.dedup.exact.enabled:
         task = ray.remote(exact_partition).options(num_cpus=1)
         exact_files = [str(work / f"exact-{p:05d}.npy") for p in range(len(ranges))]
@@ -160,6 +165,7 @@ def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> dict[str, li
             ]
         )
         peaks["exact"] = found
+    seconds["exact"], started = time.perf_counter() - started, time.perf_counter()
     edge_files: list[str] = []
     if cfg.dedup.near.enabled:
         task = ray.remote(band_partition).options(num_cpus=1)
@@ -183,12 +189,14 @@ def deduplicate(cfg: DataConfig, dirs: CleanDirs, results: list) -> dict[str, li
                     )
                 )
         peaks["near"] = _get(jobs)
+    seconds["near"], started = time.perf_counter() - started, time.perf_counter()
     marker = Path(dirs.done) / "resolve.json"
     if dirs.done_result(marker) is None:
         task = ray.remote(resolve).options(num_cpus=1)
         job = task.remote(dirs.index, exact_files, edge_files, dirs.removals, shared=dirs)
         dirs.mark_done(marker, _get([job])[0])
     peaks["resolve"] = [dirs.done_result(marker)]
+    seconds["resolve"] = time.perf_counter() - started
     return peaks
 
 
@@ -212,8 +220,11 @@ def clean(ctx: StageContext) -> dict:
     reset_peak_rss()  # this stage may run in a reused Ray worker
     units = plan_units(cfg)
     dirs = open_work_dir(ctx, plan_record(units))
+    started = time.perf_counter()
     results = filter_all_units(cfg, dirs, ctx.output, units, counts)
-    peaks = {"filter": [asdict(r) for r in results], **deduplicate(cfg, dirs, results)}
+    seconds = {"filter": time.perf_counter() - started}
+    peaks = {"filter": [asdict(r) for r in results], **deduplicate(cfg, dirs, results, seconds)}
+    started = time.perf_counter()
     task = ray.remote(split_unit).options(num_cpus=1)
     written = {
         r.index: finished_task(dirs, dirs.split_marker(r.index), ctx.output) for r in results
@@ -221,6 +232,7 @@ def clean(ctx: StageContext) -> dict:
     todo = [i for i, w in written.items() if w is None]
     jobs = [task.remote(i, cfg, dirs, ctx.output) for i in todo]
     written.update(zip(todo, _get(jobs), strict=True))
+    seconds["split"], started = time.perf_counter() - started, time.perf_counter()
     plans = plan_shards(
         {i: part["groups"] for i, part in written.items()}, max(1, int(cfg.shard_mb * 2**20))
     )
@@ -235,6 +247,7 @@ def clean(ctx: StageContext) -> dict:
         )
     )
     peaks["shard"] = list(copied.values())
+    seconds["shard"] = time.perf_counter() - started
     peaks["split"] = list(written.values())
     shards = [shard_description(plan) for plan in plans]
     ctx.add_files(
@@ -298,6 +311,8 @@ def clean(ctx: StageContext) -> dict:
             )
             / max(1, sum(r.kept for r in results))
         ),
+        # Wall seconds of each step in this run (a step an interrupted run finished: ~0).
+        "step_seconds": {step: round(t, 2) for step, t in seconds.items()},
         "filters": {name: c.to_dict() for name, c in steps.items()},
         "shards": shards,
     }
@@ -310,6 +325,7 @@ def clean(ctx: StageContext) -> dict:
             "docs_in": counts["docs_in"],
             "docs_out": docs_out,
             **{f"dropped_{k}": v for k, v in reasons.items()},
+            **{f"step_seconds_{k}": v for k, v in seconds.items()},
         }
     )
     return summary

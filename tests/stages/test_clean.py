@@ -240,7 +240,7 @@ def test_a_big_jsonl_file_is_read_by_several_tasks_as_if_read_whole(run_stage, t
         assert inner and sum(near) >= 0.9 * len(near), (split_name, inner)
 
 
-def test_each_step_reports_its_tasks_peak_and_their_rise_over_the_workers_start(
+def test_each_step_reports_its_tasks_peak_their_rise_over_the_workers_start_and_its_time(
     run_stage, good_jsonl
 ):
     _, summary = run_stage("clean", [*paths(good_jsonl)])
@@ -249,3 +249,6 @@ def test_each_step_reports_its_tasks_peak_and_their_rise_over_the_workers_start(
     for step, peak in peaks.items():
         assert peak > 50  # a Python process with numpy and pyarrow
         assert 0 <= rises[step] < peak  # the worker's start (imports at least) left out
+    seconds = summary["step_seconds"]  # where the stage's time went, step by step
+    assert set(seconds) == {"filter", "exact", "near", "resolve", "split", "shard"}
+    assert all(t > 0 for t in seconds.values())
