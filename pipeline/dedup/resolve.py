@@ -51,10 +51,21 @@ def edge_batches(shared: SharedDir, edge_files: list[str]):
 
 
 def edge_nodes(shared: SharedDir, edge_files: list[str]) -> np.ndarray:
-    """The sorted distinct nodes with an edge."""
-    nodes = np.zeros(0, np.int64)
+    """The sorted distinct nodes with an edge.
+
+    Each batch's nodes make a sorted run; a run is merged into the one before it while it is at
+    least half that one's size (as a binary counter carries), so every node is merged about
+    log2(batches) times: adding each batch to one growing set cost batches x nodes. The runs
+    held never exceed about twice the final set."""
+    runs: list[np.ndarray] = []
     for edges in edge_batches(shared, edge_files):
-        nodes = add_sorted(nodes, edges)
+        runs.append(sorted_unique(edges))
+        while len(runs) > 1 and 2 * len(runs[-1]) >= len(runs[-2]):
+            last = runs.pop()
+            runs[-1] = add_sorted(runs[-1], last)
+    nodes = np.zeros(0, np.int64)
+    while runs:
+        nodes = add_sorted(nodes, runs.pop())  # the smallest runs first
     return nodes
 
 

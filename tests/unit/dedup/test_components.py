@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lmforge.pipeline.dedup.components import component_roots, join, new_forest
+from lmforge.pipeline.dedup.components import component_roots, flatten, join, new_forest
 from lmforge.pipeline.filters.minhash import union_find_roots
 
 
@@ -29,5 +29,21 @@ def test_edges_given_in_batches_join_as_if_given_at_once() -> None:
     parent = new_forest(n)
     for batch in np.array_split(edges, 7, axis=1):
         join(parent, batch)
+    flatten(parent)
     assert np.array_equal(parent, union_find_roots(n, edges.T))
     assert len(np.unique(parent)) < n
+
+
+def test_a_batch_touches_only_the_paths_of_its_own_nodes() -> None:
+    """Joining a batch costs its edges, not the forest: the nodes of other components keep
+    their parents (a whole-forest flatten per batch made resolve's time grow as batches x
+    nodes), and a final flatten still gives every node its root."""
+    n = 100_000
+    parent = new_forest(n)
+    parent[1:1000] = np.arange(0, 999)  # a forest left unflattened: 0 <- 1 <- 2 ... <- 999
+    before = parent.copy()
+    join(parent, np.array([[5000], [4000]]))
+    changed = np.flatnonzero(parent != before)
+    assert changed.tolist() == [5000]
+    flatten(parent)
+    assert (parent[:1000] == 0).all() and parent[5000] == 4000 and parent[4000] == 4000

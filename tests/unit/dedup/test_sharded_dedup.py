@@ -17,6 +17,7 @@ from lmforge.pipeline.dedup.near import band_partition
 from lmforge.pipeline.dedup.resolve import KINDS, remove_list_path, resolve
 from lmforge.pipeline.filters.dedup_exact import ExactDeduplicator
 from lmforge.pipeline.filters.minhash import MinHashDeduplicator
+from lmforge.pipeline.shared_dir import LOCAL
 from lmforge.pipeline.sources.config import DedupConfig
 
 
@@ -99,3 +100,19 @@ def test_small_edge_batches_and_id_chunks_decide_the_same(tmp_path, monkeypatch)
     expected = in_memory_removals(ids, texts, cfg)
     assert sum(kind == "near_duplicate" for _, kind in expected.values()) > 100
     assert sharded_removals(tmp_path, ids, texts, cfg, 4, 3) == expected
+
+
+@pytest.mark.parametrize("batch", [1, 3, 64, 10_000])
+def test_the_nodes_of_many_edge_batches_are_their_sorted_union(tmp_path, monkeypatch, batch):
+    """Batches merged as sorted runs of similar sizes give exactly the distinct nodes."""
+    import lmforge.pipeline.dedup.resolve as resolve_module
+
+    monkeypatch.setattr(resolve_module, "EDGE_BATCH", batch)
+    rng = np.random.default_rng(batch)
+    files = []
+    for k, size in enumerate(rng.integers(0, 40, size=60).tolist()):
+        files.append(str(tmp_path / f"edges-{k}.npy"))
+        np.save(files[-1], rng.integers(0, 1 << 40, size=(2, size)))
+    every = np.concatenate([np.load(f) for f in files], axis=1)
+    nodes = resolve_module.edge_nodes(LOCAL, files)
+    assert nodes.dtype == np.int64 and np.array_equal(nodes, np.unique(every))
