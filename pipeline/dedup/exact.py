@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lmforge.pipeline.dedup.groups import equal_key_runs, smallest_id_first
+from lmforge.pipeline.dedup.groups import runs_smallest_id_first
 from lmforge.pipeline.dedup.index import IndexReader
 from lmforge.pipeline.proc_stats import reset_peak_rss, task_rss_stats
 from lmforge.pipeline.shared_dir import LOCAL, SharedDir
@@ -21,15 +21,7 @@ def exact_partition(
     parts = [reader.exact_range(unit, lo, hi) for unit in units]
     keys = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
     nodes = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
-    removed, kept = [], []
-    for run in equal_key_runs(keys, nodes):
-        ordered = smallest_id_first(reader, run)
-        removed.append(ordered[1:])
-        kept.append(np.full(len(ordered) - 1, ordered[0], np.int64))
-    pairs = (
-        np.stack([np.concatenate(removed), np.concatenate(kept)])
-        if removed
-        else np.zeros((2, 0), np.int64)
-    )
+    kept, removed = runs_smallest_id_first(reader, keys, nodes)
+    pairs = np.stack([removed, kept])
     shared.save_array(out, pairs)
     return {"pairs": pairs.shape[1], **task_rss_stats()}

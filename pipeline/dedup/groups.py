@@ -26,3 +26,40 @@ def smallest_id_first(reader: IndexReader, nodes: np.ndarray) -> np.ndarray:
     ids = reader.ids(nodes)
     order = sorted(range(len(nodes)), key=lambda i: (ids[i], int(nodes[i])))
     return nodes[order]
+
+
+def runs_smallest_id_first(
+    reader: IndexReader, keys: np.ndarray, nodes: np.ndarray, chunk: int = 1 << 16
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every run of two or more equal keys, in numpy: (heads, members), where `members` are the
+    runs' other nodes in (key, id, node) order and `heads` the node each one's run keeps (its
+    smallest id, ties: the smallest node). The pairs, in the order, that `smallest_id_first`
+    over `equal_key_runs` gives, without a Python step per run; ids are read for whole runs of
+    about `chunk` nodes at a time, so long ids never fill memory."""
+    empty = np.zeros(0, np.int64)
+    if len(keys) < 2:
+        return empty, empty
+    order = np.lexsort((nodes, keys))
+    keys, nodes = keys[order], nodes[order]
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    sizes = np.diff(np.append(starts, len(keys)))
+    shared = np.repeat(sizes > 1, sizes)
+    if not shared.any():
+        return empty, empty
+    run = np.repeat(np.arange(len(starts)), sizes)[shared]
+    nodes = nodes[shared]
+    bounds = np.flatnonzero(np.concatenate(([True], run[1:] != run[:-1])))
+    heads, members = [], []
+    first = 0
+    while first < len(bounds):
+        last = max(first + 1, int(np.searchsorted(bounds, bounds[first] + chunk, "right")))
+        lo, hi = int(bounds[first]), int(bounds[last]) if last < len(bounds) else len(nodes)
+        part_run, part = run[lo:hi], nodes[lo:hi]
+        order = np.lexsort((part, reader.fixed_width_ids(part), part_run))
+        part_run, part = part_run[order], part[order]
+        head = np.concatenate(([True], part_run[1:] != part_run[:-1]))
+        counts = np.diff(np.append(np.flatnonzero(head), len(part))) - 1
+        heads.append(np.repeat(part[head], counts))
+        members.append(part[~head])
+        first = last
+    return np.concatenate(heads), np.concatenate(members)

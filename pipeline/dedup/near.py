@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from lmforge.pipeline.dedup.groups import equal_key_runs, smallest_id_first
+from lmforge.pipeline.dedup.groups import runs_smallest_id_first
 from lmforge.pipeline.dedup.index import IndexReader
+from lmforge.pipeline.dedup.sorted_sets import sorted_unique
 from lmforge.pipeline.proc_stats import reset_peak_rss, task_rss_stats
 from lmforge.pipeline.shared_dir import LOCAL, SharedDir
 
@@ -43,20 +44,15 @@ def band_partition(
         gone = np.concatenate([shared.load_array(f)[0] for f in exact_removed])
         keep = ~np.isin(nodes, gone)
         keys, nodes = keys[keep], nodes[keep]
-    anchors, members = [], []
-    for run in equal_key_runs(keys, nodes):
-        ordered = smallest_id_first(reader, run)
-        anchors.append(np.full(len(ordered) - 1, ordered[0], np.int64))
-        members.append(ordered[1:])
-    if not anchors:
-        shared.save_array(out, np.zeros((2, 0), np.int64))
-        return {"edges": 0, **task_rss_stats()}
-    edges = np.stack([np.concatenate(anchors), np.concatenate(members)])
+    edges = np.stack(runs_smallest_id_first(reader, keys, nodes))
     if threshold > 0:
         keep = np.empty(edges.shape[1], bool)
         for start in range(0, edges.shape[1], VERIFY_CHUNK):
             chunk = edges[:, start : start + VERIFY_CHUNK]
-            equal = reader.signatures(chunk[0]) == reader.signatures(chunk[1])
+            both = sorted_unique(chunk)  # a run's head has an edge to each member: read once
+            signatures = reader.signatures(both)
+            at = np.searchsorted(both, chunk)
+            equal = signatures[at[0]] == signatures[at[1]]
             keep[start : start + VERIFY_CHUNK] = equal.mean(axis=1) >= threshold
         edges = edges[:, keep]
     shared.save_array(out, edges)
