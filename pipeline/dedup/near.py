@@ -11,7 +11,7 @@ import numpy as np
 
 from lmforge.pipeline.dedup.groups import runs_smallest_id_first
 from lmforge.pipeline.dedup.index import IndexReader
-from lmforge.pipeline.dedup.sorted_sets import sorted_unique
+from lmforge.pipeline.dedup.sorted_sets import contains, sorted_unique
 from lmforge.pipeline.proc_stats import reset_peak_rss, task_rss_stats
 from lmforge.pipeline.shared_dir import LOCAL, SharedDir
 
@@ -40,10 +40,11 @@ def band_partition(
     parts = [reader.band_range(unit, band, lo, hi) for unit in units]
     keys = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
     nodes = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    keys, nodes = sharing_a_key(keys, nodes)  # only these can make an edge
     if exact_removed and len(nodes):
-        gone = np.concatenate([shared.load_array(f)[0] for f in exact_removed])
-        keep = ~np.isin(nodes, gone)
-        keys, nodes = keys[keep], nodes[keep]
+        gone = np.sort(np.concatenate([shared.load_array(f)[0] for f in exact_removed]))
+        keep = ~contains(gone, nodes)
+        keys, nodes = sharing_a_key(keys[keep], nodes[keep])
     edges = np.stack(runs_smallest_id_first(reader, keys, nodes))
     if threshold > 0:
         keep = np.empty(edges.shape[1], bool)
@@ -57,3 +58,14 @@ def band_partition(
         edges = edges[:, keep]
     shared.save_array(out, edges)
     return {"edges": edges.shape[1], **task_rss_stats()}
+
+
+def sharing_a_key(keys: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The (keys, nodes) whose key another node has too, sorted by key."""
+    order = np.argsort(keys, kind="stable")
+    keys, nodes = keys[order], nodes[order]
+    same = keys[1:] == keys[:-1]
+    shared = np.zeros(len(keys), bool)
+    shared[1:] |= same
+    shared[:-1] |= same
+    return keys[shared], nodes[shared]

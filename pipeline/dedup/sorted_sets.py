@@ -33,3 +33,12 @@ def add_sorted(held: np.ndarray, values: np.ndarray) -> np.ndarray:
     else:
         at = np.zeros(len(fresh), np.intp)
     return np.insert(held, at, fresh)
+
+
+def contains(held: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """For each of `values`, whether it is in `held` (sorted): a binary search each, where
+    `np.isin` sorts `held` and `values` together on every call."""
+    if not len(held):
+        return np.zeros(len(values), bool)
+    at = np.searchsorted(held, values)
+    return held[np.minimum(at, len(held) - 1)] == values

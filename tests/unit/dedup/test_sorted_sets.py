@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from lmforge.pipeline.dedup.sorted_sets import add_sorted, sorted_unique
+from lmforge.pipeline.dedup.sorted_sets import add_sorted, contains, sorted_unique
 
 
 @pytest.mark.parametrize("n, high", [(0, 5), (1, 5), (2, 1), (1000, 50), (5000, 1 << 40)])
@@ -27,6 +27,15 @@ def test_adding_batches_gives_the_union_of_them_all() -> None:
     for batch in batches:
         held = add_sorted(held, batch)
     assert np.array_equal(held, np.unique(np.concatenate(batches, axis=1)))
+
+
+@pytest.mark.parametrize("held_size", [0, 1, 300])
+def test_contains_answers_as_np_isin(held_size: int) -> None:
+    rng = np.random.default_rng(held_size)
+    held = sorted_unique(rng.integers(-50, 1000, size=held_size))
+    values = rng.integers(-100, 1100, size=2000)
+    assert np.array_equal(contains(held, values), np.isin(values, held))
+    assert contains(held, values[:0]).shape == (0,)
 
 
 PROBE = textwrap.dedent(
