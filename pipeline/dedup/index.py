@@ -158,15 +158,24 @@ class IndexReader:
 
         Read row by row with `pread`, not through a memory map: candidate pairs are spread over
         every unit, and mapped pages would count in this process's resident memory until the
-        whole file had been touched."""
+        whole file had been touched. The rows of one unit are read in one list of `pread`s and
+        joined, so numpy converts each unit once, not each row."""
         units, rows = split_node(np.asarray(nodes, np.int64))
+        if not len(nodes):
+            return np.zeros((0, 0), np.uint32)
         out = None
-        for i, (unit, row) in enumerate(zip(units.tolist(), rows.tolist(), strict=True)):
+        for unit in sorted_unique(units).tolist():
             fd, offset, width = self._signature_file(unit)
             if out is None:
                 out = np.empty((len(nodes), width), np.uint32)
-            out[i] = np.frombuffer(os.pread(fd, width * 4, offset + row * width * 4), "<u4")
-        return out if out is not None else np.zeros((0, 0), np.uint32)
+            pick = np.flatnonzero(units == unit)
+            size = width * 4
+            starts = (offset + rows[pick] * size).tolist()
+            data = b"".join([os.pread(fd, size, at) for at in starts])
+            if len(data) != size * len(pick):
+                raise ValueError(f"unit {unit}: signatures.npy is shorter than its rows")
+            out[pick] = np.frombuffer(data, "<u4").reshape(len(pick), width)
+        return out
 
     def _signature_file(self, unit: int) -> tuple[int, int, int]:
         """(file descriptor, data offset, values per row) of a unit's `signatures.npy`."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 
 from lmforge.pipeline.dedup.index import IndexReader, node_of
 from lmforge.pipeline.dedup.index_writer import write_unit_index
@@ -44,3 +45,26 @@ def test_ids_are_read_without_leaving_the_id_files_mapped(tmp_path) -> None:
     assert str(tmp_path / "u000000" / "ids.bin") not in mapped
     assert str(tmp_path / "u000000" / "id_offsets.npy") not in mapped
     reader.close()
+
+
+def test_signatures_of_nodes_in_any_order_are_their_rows(tmp_path) -> None:
+    """Rows gathered unit by unit land at their nodes' places; a short file is named."""
+    rng = np.random.default_rng(3)
+    sizes, width, bands = [30, 0, 45, 12], 10, 2
+    written = {}
+    for unit, n in enumerate(sizes):
+        signatures = rng.integers(0, 2**32, size=(n, width), dtype=np.uint32)
+        band_keys = rng.integers(0, 2**63, size=(n, bands), dtype=np.uint64)
+        ids = [f"u{unit}-{i}" for i in range(n)]
+        write_unit_index(tmp_path, unit, ids, np.arange(n, dtype=np.uint64), signatures, band_keys)
+        written[unit] = signatures
+    nodes = np.concatenate([node_of(u, np.arange(n)) for u, n in enumerate(sizes)])
+    nodes = np.concatenate([nodes[rng.permutation(len(nodes))], nodes[:5]])  # repeats too
+    found = IndexReader(tmp_path).signatures(nodes)
+    expected = np.stack([written[int(n >> 32)][int(n & 0xFFFFFFFF)] for n in nodes])
+    assert found.dtype == np.uint32 and np.array_equal(found, expected)
+    assert IndexReader(tmp_path).signatures(np.zeros(0, np.int64)).shape == (0, 0)
+    path = tmp_path / "u000002" / "signatures.npy"
+    path.write_bytes(path.read_bytes()[:-4])
+    with pytest.raises(ValueError, match="unit 2"):
+        IndexReader(tmp_path).signatures(node_of(2, np.array([44])))
