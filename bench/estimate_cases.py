@@ -19,16 +19,15 @@ its cost model reads it, and the wall time, peak memory by process and bytes mea
 
 `lmforge estimate --calibrate` runs each case's `calibration` sizes (`quick` with `--quick`);
 `bench/estimate_accuracy.py` fits on `fit` and checks `target`. Adding a benchmark (the eval
-and checkpoint scale benches) is writing its `measure` and listing a `Case` in `CASES`.
+and checkpoint scale benches) is writing its `measure` (`bench/estimate_measures.py`) and
+listing a `Case` in `CASES`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -36,11 +35,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmforge.pipeline.cost_model import Cluster
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-CPUS = os.cpu_count() or 2
+from estimate_measures import (  # noqa: E402
+    CPUS,
+    measure_clean,
+    measure_pipeline,
+    measure_sample_index,
+    measure_tokenize,
+    measure_tokenizer,
+    measure_training,
+)
+
 TINY_EVAL = (
     "eval.sample.max_new_tokens=16",
     "eval.harm.num_prompts=8",
@@ -63,185 +69,6 @@ class Case:
     uses_ray: bool = True
     """Measures in a local Ray runtime of its own (else the case starts what it needs, as
     `lmforge run` does)."""
-
-
-def measure_clean(root: Path, size: tuple) -> list[dict]:
-    """`clean` on `docs` synthetic documents of about `words` words (clean_scale's run), with
-    the default filter chain `on` or `off`, in `files` files (each a read unit: the
-    coordinator's memory per unit), by default one per 5,000 documents, at most 32."""
-    import clean_scale
-    import corpus_synth
-
-    from lmforge.pipeline.calibrate import samples_from_store
-    from lmforge.pipeline.sources.files import read_source
-
-    docs, words, filters = size[:3]
-    files = size[3] if len(size) > 3 else max(1, min(32, docs // 5000))
-    corpus = root / f"corpus-{docs}-{words}"
-    shutil.rmtree(corpus, ignore_errors=True)  # a killed measurement's, maybe part-written
-    corpus_synth.synthesize(corpus, docs, files, 0, words, CPUS)
-    text_bytes = sum(
-        len(doc.text.encode("utf-8"))
-        for path in sorted(corpus.glob("*.jsonl.zst"))
-        for doc in read_source(str(path))
-    )
-    workdir = root / f"clean-{docs}-{words}-{filters}"
-    shutil.rmtree(workdir, ignore_errors=True)  # a killed measurement's: its cache would hit
-    workdir.mkdir()
-    chain = [f"data.filters.{f}.enabled=true" for f in clean_scale.FILTERS if filters == "on"]
-    try:
-        clean_scale.run_clean(corpus, workdir, ["data.val_fraction=0.05", *chain])
-        samples = samples_from_store(workdir / "store")
-    finally:
-        shutil.rmtree(corpus, ignore_errors=True)
-        shutil.rmtree(workdir, ignore_errors=True)
-    for sample in samples:
-        sample["size"]["bytes"] = text_bytes  # the text itself, as --bytes counts it
-        sample["source"] = f"clean_scale docs={docs} words={words} filters={filters}"
-    return samples
-
-
-def measure_training(root: Path, size: tuple[str, int]) -> list[dict]:
-    """Training steps of train_throughput's `model` case in its worker layout."""
-    import numpy as np
-    import train_throughput as tt
-
-    from lmforge.pipeline.stages import pretrain_cost
-    from lmforge.pipeline.training.config import TrainConfig
-
-    model, steps = size
-    tt.MODEL, tt.BATCH = tt.CASES[model]
-    workers, stage = (1, 0) if model == "base" else (2, 1)
-    work = root / f"train-{model}-{steps}"
-    try:
-        data = tt.write_shards(work / "shards", n_windows=steps * tt.BATCH + 1)
-        seconds = tt.lmforge_run(work, data, steps, workers=workers, cpus=CPUS, stage=stage)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    train = TrainConfig(
-        max_steps=len(seconds),
-        global_batch_size=tt.BATCH,
-        micro_batch_size=tt.BATCH // workers,
-        num_workers=workers,
-        cpus_per_worker=CPUS // workers,
-        zero_stage=stage,
-        checkpoint_every=0,
-        precision="fp32",
-    )
-    shape = dataclasses.asdict(tt.MODEL)
-    vocab = shape.pop("vocab_size")
-    found = pretrain_cost._size(shape, dataclasses.asdict(train), vocab)
-    found |= pretrain_cost._cluster_part(found, Cluster(nodes=1, cpus_per_node=CPUS))
-    found |= {"startup_excluded": 1.0, "checkpoints": 0.0, "mfu": 0.0, "gpu_peak_flops": 0.0}
-    found["train_tokens_available"] = 0.0
-    wall = float(np.median(seconds)) * len(seconds)
-    return [
-        {
-            "stage": "pretrain",
-            "size": found,
-            "measured": {"wall_s": wall},
-            "source": f"train_throughput model={model} steps={steps}",
-        }
-    ]
-
-
-def measure_tokenizer(root: Path, size: tuple[str, str, int]) -> list[dict]:
-    """BPE training on a `sample` of a synthetic open-vocabulary split of `split` bytes, in a
-    fresh process (tokenizer_sample's run: the stage's own `train_on_sample`)."""
-    import tokenizer_sample as ts
-
-    split, sample, vocab = size
-    clean = root / f"tokenizer-{split}"
-    clean.mkdir(parents=True, exist_ok=True)
-    try:
-        ts.write_split(clean, "train", ts.parse_size(split), 0, 1.25, 128 << 20)
-        min_count = ts.TokenizerConfig().min_word_count  # the stage's default
-        run = ts.train(clean, root / "tokenizer.json", ts.parse_size(sample), vocab, min_count)
-    finally:
-        shutil.rmtree(clean, ignore_errors=True)
-    found = {
-        "train_text_bytes": run["train_text_bytes"],
-        "sample_bytes": run["sample_text_bytes"],
-        "vocab_size": vocab,
-        "bytes_per_token": 3.4,
-        "fresh_process": 1.0,  # its memory: a fresh process's, not a Ray worker's (cost_model)
-    }
-    measured = {"wall_s": run["wall_s"], "coordinator_rss_mb": run["peak_rss_mb"]}
-    source = f"tokenizer_sample split={split} sample={sample} vocab={vocab}"
-    return [{"stage": "train_tokenizer", "size": found, "measured": measured, "source": source}]
-
-
-def measure_tokenize(root: Path, size: tuple[float, int]) -> list[dict]:
-    """lmforge's tokenize path (`tokenize_partition`) on `mb` MB of documentation text, one
-    CPU, one rayon thread (tokenize_throughput's run); start-up left out."""
-    previous = os.environ.get("RAYON_NUM_THREADS")
-    import tokenize_throughput as tt  # sets RAYON_NUM_THREADS=1 for this process's encoder
-
-    from lmforge.tokenizer import TokenizerConfig, train_bpe
-
-    mb, vocab = size
-    try:
-        texts = tt.documentation_corpus(int(mb * tt.MB))
-        tok = train_bpe(iter(texts[:2000]), TokenizerConfig(vocab_size=vocab))
-        out = root / f"tokenize-{mb}"
-        seconds = tt.timed(lambda: tt.lmforge_encode(tok, texts, out))
-        shutil.rmtree(out, ignore_errors=True)
-    finally:  # the pipeline runs that follow keep their own setting
-        if previous is None:
-            os.environ.pop("RAYON_NUM_THREADS", None)
-        else:
-            os.environ["RAYON_NUM_THREADS"] = previous
-    text_bytes = sum(len(t.encode("utf-8")) for t in texts)
-    found = {
-        **Cluster(nodes=1, cpus_per_node=1).as_size(),
-        "text_bytes": text_bytes,
-        "val_text_bytes": 0.0,
-        "docs": len(texts),
-        "shards": 1,
-        "bytes_per_token": 3.4,
-        "vocab_size": vocab,
-        "startup_excluded": 1.0,
-    }
-    source = f"tokenize_throughput mb={mb} vocab={vocab}"
-    return [{"stage": "tokenize", "size": found, "measured": {"wall_s": seconds}, "source": source}]
-
-
-def measure_sample_index(root: Path, windows: float) -> list[dict]:
-    """The sample index of `windows` windows (one epoch) built by a fresh process on /dev/shm
-    (token_scale's build step: its wall time and peak RSS)."""
-    import token_scale
-
-    directory = Path("/dev/shm") / f"lmforge-estimate-index-{os.getpid()}"
-    try:
-        build = token_scale._result(token_scale._spawn("build", str(directory), str(int(windows))))
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-    found = {
-        "n_windows": float(int(windows)),
-        "epochs": 1.0,
-        "positions": float(int(windows)),
-        "fresh_process": 1.0,  # its memory: a fresh process's, not a Ray worker's (cost_model)
-    }
-    measured = {"wall_s": build["build_s"], "coordinator_rss_mb": build["peak_rss_mb"]}
-    source = f"token_scale index build windows={int(windows)}"
-    return [{"stage": "sample_index", "size": found, "measured": measured, "source": source}]
-
-
-def measure_pipeline(root: Path, overrides: tuple[str, ...]) -> list[dict]:
-    """`lmforge run` in a fresh workdir; every stage's estimate record is a sample."""
-    from lmforge.pipeline.calibrate import samples_from_store
-
-    workdir = root / ("pipeline-" + "-".join(o.split("=")[-1] for o in overrides[:3]))
-    command = [sys.executable, "-m", "lmforge.pipeline.cli", "run", f"workdir={workdir}"]
-    shutil.rmtree(workdir, ignore_errors=True)  # a killed measurement's: its cache would hit
-    try:
-        subprocess.run([*command, *overrides], check=True, stdout=subprocess.DEVNULL)
-        samples = samples_from_store(workdir / "store")
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    for sample in samples:
-        sample["source"] = "lmforge run " + " ".join(overrides)
-    return samples
 
 
 TOKENIZER_SIZES = (
