@@ -2,30 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 
 from lmforge.pipeline.dedup.index import IndexReader
-
-
-def equal_key_runs(keys: np.ndarray, nodes: np.ndarray) -> Iterator[np.ndarray]:
-    """The nodes of each run of two or more equal keys (keys and nodes row-aligned)."""
-    if len(keys) < 2:
-        return
-    order = np.lexsort((nodes, keys))
-    keys, nodes = keys[order], nodes[order]
-    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1], [True])))
-    for start, stop in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
-        if stop - start > 1:
-            yield nodes[start:stop]
-
-
-def smallest_id_first(reader: IndexReader, nodes: np.ndarray) -> np.ndarray:
-    """`nodes` reordered by (id, node): the first is the one a cluster keeps."""
-    ids = reader.ids(nodes)
-    order = sorted(range(len(nodes)), key=lambda i: (ids[i], int(nodes[i])))
-    return nodes[order]
+from lmforge.pipeline.dedup.sorted_sets import run_starts
 
 
 def runs_smallest_id_first(
@@ -33,22 +13,22 @@ def runs_smallest_id_first(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every run of two or more equal keys, in numpy: (heads, members), where `members` are the
     runs' other nodes in (key, id, node) order and `heads` the node each one's run keeps (its
-    smallest id, ties: the smallest node). The pairs, in the order, that `smallest_id_first`
-    over `equal_key_runs` gives, without a Python step per run; ids are read for whole runs of
-    about `chunk` nodes at a time, so long ids never fill memory."""
+    smallest id, ties: the smallest node), without a Python step per run (the test's per-run
+    reference gives the same pairs in the same order); ids are read for whole runs of about
+    `chunk` nodes at a time, so long ids never fill memory."""
     empty = np.zeros(0, np.int64)
     if len(keys) < 2:
         return empty, empty
     order = np.lexsort((nodes, keys))
     keys, nodes = keys[order], nodes[order]
-    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    starts = run_starts(keys)
     sizes = np.diff(np.append(starts, len(keys)))
     shared = np.repeat(sizes > 1, sizes)
     if not shared.any():
         return empty, empty
     run = np.repeat(np.arange(len(starts)), sizes)[shared]
     nodes = nodes[shared]
-    bounds = np.flatnonzero(np.concatenate(([True], run[1:] != run[:-1])))
+    bounds = run_starts(run)
     heads, members = [], []
     first = 0
     while first < len(bounds):

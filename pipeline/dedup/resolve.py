@@ -16,7 +16,7 @@ import numpy as np
 
 from lmforge.pipeline.dedup.components import flatten, join, new_forest
 from lmforge.pipeline.dedup.index import IndexReader, split_node
-from lmforge.pipeline.dedup.sorted_sets import add_sorted, sorted_unique
+from lmforge.pipeline.dedup.sorted_sets import add_sorted, run_starts, sorted_unique
 from lmforge.pipeline.proc_stats import reset_peak_rss, task_rss_stats
 from lmforge.pipeline.shared_dir import LOCAL, SharedDir
 
@@ -93,14 +93,6 @@ def kept_of_components(reader: IndexReader, nodes: np.ndarray, roots: np.ndarray
         kept[members[order]] = np.repeat(winner, counts)
         first = last
     return kept
-
-
-def run_starts(values: np.ndarray) -> np.ndarray:
-    """Where each run of equal values starts in `values`."""
-    first = np.empty(len(values), bool)
-    first[:1] = True
-    np.not_equal(values[1:], values[:-1], out=first[1:])
-    return np.flatnonzero(first)
 
 
 def near_removals(shared: SharedDir, reader: IndexReader, edge_files: list[str]):

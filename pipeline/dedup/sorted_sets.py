@@ -42,3 +42,11 @@ def contains(held: np.ndarray, values: np.ndarray) -> np.ndarray:
         return np.zeros(len(values), bool)
     at = np.searchsorted(held, values)
     return held[np.minimum(at, len(held) - 1)] == values
+
+
+def run_starts(values: np.ndarray) -> np.ndarray:
+    """Where each run of equal values starts in `values`."""
+    first = np.empty(len(values), bool)
+    first[:1] = True
+    np.not_equal(values[1:], values[:-1], out=first[1:])
+    return np.flatnonzero(first)
