@@ -26,6 +26,7 @@ largest size's, with `time_growth` and `rss_growth` against the smallest).
 
     .venv/bin/python bench/clean_scale.py [--docs 10000000] [--sizes 1M,3M,10M] [--cpus 2]
         [--check-subset] [--subset-docs 1000000] [--files 32] [--words 32] [--keep DIR]
+        [--corpus-dir DIR]
 """
 
 from __future__ import annotations
@@ -101,14 +102,31 @@ def removals(artifact: Path) -> dict[str, tuple[str, str]]:
     return {r["id"]: (r["kept_id"], r["kind"]) for r in table.to_pylist()}
 
 
-def check_subset(root: Path, docs: int, files: int, words: int, cpus: int) -> bool:
+def corpus_of(root: Path, docs: int, args: argparse.Namespace) -> tuple[Path, bool]:
+    """(the corpus of `docs` documents, whether to delete it after use): generated under `root`,
+    or found in `--corpus-dir` (generated there once: the same seed gives the same files)."""
+    files = max(1, min(args.files, docs))
+    if args.corpus_dir is None:
+        corpus = root / f"corpus-{docs}"
+    else:
+        corpus = args.corpus_dir / f"corpus-{docs}-files{files}-words{args.words}"
+        if (corpus / "planted.json").exists():  # written last, after every file
+            return corpus, False
+    started = time.perf_counter()
+    corpus_synth.synthesize(corpus, docs, files, seed=0, words=args.words, workers=args.cpus)
+    size_mb = sum(p.stat().st_size for p in corpus.glob("*.jsonl.zst")) / 2**20
+    took = time.perf_counter() - started
+    print(f"{docs} documents: {size_mb:.0f} MB of .jsonl.zst written in {took:.0f}s")
+    return corpus, args.corpus_dir is None
+
+
+def check_subset(root: Path, docs: int, args: argparse.Namespace) -> bool:
     """The stage's removals on `docs` documents equal the single-process algorithm's."""
     from lmforge.pipeline.dedup.in_memory import in_memory_removals
     from lmforge.pipeline.sources.config import DedupConfig
     from lmforge.pipeline.sources.files import read_source
 
-    corpus = root / "subset"
-    corpus_synth.synthesize(corpus, docs, files, seed=0, words=words, workers=cpus)
+    corpus, _ = corpus_of(root, docs, args)
     workdir = root / "subset-run"
     workdir.mkdir()
     summary, _, _ = run_clean(corpus, workdir, ["data.val_fraction=0.05"])
@@ -126,21 +144,16 @@ def check_subset(root: Path, docs: int, files: int, words: int, cpus: int) -> bo
 
 
 def measure(root: Path, docs: int, args: argparse.Namespace) -> dict:
-    corpus = root / f"corpus-{docs}"
-    started = time.perf_counter()
-    corpus_synth.synthesize(
-        corpus, docs, max(1, min(args.files, docs)), seed=0, words=args.words, workers=args.cpus
-    )
+    corpus, generated = corpus_of(root, docs, args)
     size_mb = sum(p.stat().st_size for p in corpus.glob("*.jsonl.zst")) / 2**20
-    took = time.perf_counter() - started
-    print(f"{docs} documents: {size_mb:.0f} MB of .jsonl.zst written in {took:.0f}s")
     workdir = root / f"run-{docs}"
     workdir.mkdir()
     watch = ObjectWatch()
     watch.start()
     summary, wall, cores = run_clean(corpus, workdir, ["data.val_fraction=0.05"])
     watch.stop.set()
-    shutil.rmtree(corpus)
+    if generated:
+        shutil.rmtree(corpus)
     shutil.rmtree(workdir / "store")
     tasks = summary["task_peak_rss_mb"]
     return {
@@ -173,6 +186,9 @@ def main() -> None:
     parser.add_argument("--check-subset", action="store_true")
     parser.add_argument("--subset-docs", default="1000000")
     parser.add_argument("--keep", type=Path, help="work here and keep it (default: a temp dir)")
+    parser.add_argument(
+        "--corpus-dir", type=Path, help="generate each corpus here once and reuse it in later runs"
+    )
     args = parser.parse_args()
     sizes = [parse_size(s) for s in (args.sizes or args.docs).split(",")]
     root = args.keep or Path(tempfile.mkdtemp(prefix="lmforge-clean-scale-"))
@@ -183,9 +199,7 @@ def main() -> None:
         rows = [measure(root, docs, args) for docs in sizes]
         identical = None
         if args.check_subset:
-            identical = check_subset(
-                root, parse_size(args.subset_docs), args.files, args.words, args.cpus
-            )
+            identical = check_subset(root, parse_size(args.subset_docs), args)
     finally:
         ray.shutdown()
         if not args.keep:

@@ -42,7 +42,9 @@ def band_partition(
     nodes = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
     keys, nodes = sharing_a_key(keys, nodes)  # only these can make an edge
     if exact_removed and len(nodes):
-        gone = np.sort(np.concatenate([shared.load_array(f)[0] for f in exact_removed]))
+        # Each file ascending: a stable sort merges the sorted runs (timsort), in linear time.
+        gone = np.concatenate([shared.load_array(f)[0] for f in exact_removed])
+        gone.sort(kind="stable")
         keep = ~contains(gone, nodes)
         keys, nodes = sharing_a_key(keys[keep], nodes[keep])
     edges = np.stack(runs_smallest_id_first(reader, keys, nodes))

@@ -16,7 +16,7 @@ import numpy as np
 
 from lmforge.pipeline.dedup.components import flatten, join, new_forest
 from lmforge.pipeline.dedup.index import IndexReader, split_node
-from lmforge.pipeline.dedup.sorted_sets import add_sorted, run_starts, sorted_unique
+from lmforge.pipeline.dedup.sorted_sets import add_sorted, run_starts, search, sorted_unique
 from lmforge.pipeline.proc_stats import reset_peak_rss, task_rss_stats
 from lmforge.pipeline.shared_dir import LOCAL, SharedDir
 
@@ -102,7 +102,7 @@ def near_removals(shared: SharedDir, reader: IndexReader, edge_files: list[str])
         return nodes, nodes
     parent = new_forest(len(nodes))
     for edges in edge_batches(shared, edge_files):
-        join(parent, np.searchsorted(nodes, edges))
+        join(parent, search(nodes, edges))
     flatten(parent)
     kept = kept_of_components(reader, nodes, parent)
     del parent

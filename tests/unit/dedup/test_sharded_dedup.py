@@ -53,6 +53,8 @@ def sharded_removals(
         for p, (lo, hi) in enumerate(key_ranges(n_ranges)):
             exact_files.append(str(work / f"exact-{p}.npy"))
             exact_partition(str(index_dir), units, lo, hi, exact_files[-1])
+            removed_nodes = np.load(exact_files[-1])[0]
+            assert np.all(removed_nodes[1:] > removed_nodes[:-1])  # near tasks merge them
     edge_files = []
     for band in range(cfg.near.bands):
         for p, (lo, hi) in enumerate(key_ranges(n_ranges)):
@@ -90,11 +92,14 @@ def test_sharded_dedup_removes_what_the_in_memory_algorithm_removes(
 
 
 def test_small_edge_batches_and_id_chunks_decide_the_same(tmp_path, monkeypatch):
-    """Edges joined a few at a time and kept documents chosen a few components at a time."""
+    """Edges joined a few at a time, kept documents chosen a few components at a time, and
+    every lookup in a sorted set made in ascending order (as sets outgrowing the caches are)."""
     import lmforge.pipeline.dedup.resolve as resolve_module
+    import lmforge.pipeline.dedup.sorted_sets as sorted_sets
 
     monkeypatch.setattr(resolve_module, "EDGE_BATCH", 50)
     monkeypatch.setattr(resolve_module, "ID_CHUNK", 7)
+    monkeypatch.setattr(sorted_sets, "CACHED", 0)
     ids, texts = corpus(1500, seed=11)
     cfg = DedupConfig()
     expected = in_memory_removals(ids, texts, cfg)

@@ -9,7 +9,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from lmforge.pipeline.dedup.sorted_sets import add_sorted, contains, sorted_unique
+from lmforge.pipeline.dedup import sorted_sets
+from lmforge.pipeline.dedup.sorted_sets import add_sorted, contains, search, sorted_unique
 
 
 @pytest.mark.parametrize("n, high", [(0, 5), (1, 5), (2, 1), (1000, 50), (5000, 1 << 40)])
@@ -36,6 +37,29 @@ def test_contains_answers_as_np_isin(held_size: int) -> None:
     values = rng.integers(-100, 1100, size=2000)
     assert np.array_equal(contains(held, values), np.isin(values, held))
     assert contains(held, values[:0]).shape == (0,)
+
+
+@pytest.mark.parametrize("cached", [0, 1 << 16])
+@pytest.mark.parametrize("held_size", [0, 1, 5000])
+def test_search_answers_as_searchsorted(monkeypatch, cached: int, held_size: int) -> None:
+    """Looked up in ascending order (a held set over `CACHED` values) or as given: the same
+    positions, in the values' own order and shape, ties and values past both ends included."""
+    monkeypatch.setattr(sorted_sets, "CACHED", cached)
+    rng = np.random.default_rng(held_size)
+    held = np.sort(rng.integers(0, 3000, size=held_size))
+    values = rng.integers(-10, 3010, size=(2, 700))
+    found = search(held, values)
+    assert found.shape == values.shape
+    assert np.array_equal(found, np.searchsorted(held, values))
+    assert search(held, values[0, :1]).tolist() == np.searchsorted(held, values[0, :1]).tolist()
+
+
+def test_adding_to_a_big_set_merges_its_sorted_runs() -> None:
+    """A held set of many values and a batch overlapping it: their distinct union."""
+    rng = np.random.default_rng(3)
+    held = sorted_unique(rng.integers(0, 1 << 20, size=200_000))
+    batch = np.concatenate([rng.choice(held, 5000), rng.integers(0, 1 << 21, size=5000)])
+    assert np.array_equal(add_sorted(held, batch), np.union1d(held, batch))
 
 
 PROBE = textwrap.dedent(
