@@ -21,8 +21,10 @@ local Ray with `--cpus` CPUs, and reports:
   the single-process algorithm's (`pipeline/dedup/in_memory.py`) on the first `--subset-docs`
   documents.
 
-`--sizes 1M,3M,10M` runs each size and prints how time and peak memory grow (the JSON line is the
-largest size's, with `time_growth` and `rss_growth` against the smallest).
+Before the first size, the stage runs once, untimed, on 20k documents, so Ray's worker start-up
+counts in no size. `--sizes 1M,3M,10M` runs each size and prints how time and peak memory grow
+(the JSON line is the largest size's, with `time_growth` and `rss_growth` against the
+smallest).
 
     .venv/bin/python bench/clean_scale.py [--docs 10000000] [--sizes 1M,3M,10M] [--cpus 2]
         [--check-subset] [--subset-docs 1000000] [--files 32] [--words 32] [--keep DIR]
@@ -143,6 +145,19 @@ def check_subset(root: Path, docs: int, args: argparse.Namespace) -> bool:
     return found == expected
 
 
+def warm_up(root: Path, args: argparse.Namespace) -> None:
+    """Run the stage once on a small corpus, untimed: Ray starts its worker processes and they
+    import the stage's modules on first use, a few seconds that would otherwise count in the
+    first size's time only and hide part of the growth between sizes."""
+    corpus = root / "warm-up"
+    corpus_synth.synthesize(corpus, 20_000, min(args.files, 4), seed=1, words=args.words)
+    workdir = root / "warm-up-run"
+    workdir.mkdir()
+    run_clean(corpus, workdir, ["data.val_fraction=0.05"])
+    shutil.rmtree(corpus)
+    shutil.rmtree(workdir)
+
+
 def measure(root: Path, docs: int, args: argparse.Namespace) -> dict:
     corpus, generated = corpus_of(root, docs, args)
     size_mb = sum(p.stat().st_size for p in corpus.glob("*.jsonl.zst")) / 2**20
@@ -196,6 +211,7 @@ def main() -> None:
     os.environ.setdefault("RAY_worker_niceness", "0")
     ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, logging_level="WARNING")
     try:
+        warm_up(root, args)
         rows = [measure(root, docs, args) for docs in sizes]
         identical = None
         if args.check_subset:
