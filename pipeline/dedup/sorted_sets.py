@@ -30,13 +30,8 @@ def add_sorted(held: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 def sorted_unique_of_sorted(flat: np.ndarray) -> np.ndarray:
-    """The distinct values of an ascending array."""
-    if len(flat) < 2:
-        return flat
-    first = np.empty(len(flat), bool)
-    first[0] = True
-    np.not_equal(flat[1:], flat[:-1], out=first[1:])
-    return flat[first]
+    """The distinct values of an ascending array: the first of each run."""
+    return flat[run_starts(flat)]
 
 
 CACHED = 1 << 16
