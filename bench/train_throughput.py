@@ -6,8 +6,10 @@ token shards:
 - `base`: n_layer=4, n_head=4, d_model=256, block 256, vocab 8192, 8 sequences per step; lmforge
   runs one Ray Train worker under DeepSpeed ZeRO 0 holding all the CPUs (`lmforge`), and two
   workers under ZeRO 2 splitting them (`zero2_2workers`);
-- `tiny`: the tiny preset's model (n_layer=4, d_model=128, block 128, vocab 2048, 16 sequences
-  per step) in the demo's layout: two workers under ZeRO 1, one CPU each (`lmforge`).
+- `tiny`: the tiny preset's model, batch and layout, read from `conf/preset/tiny.yaml` (today
+  n_layer=4, d_model=128, block 128, vocab 2048; two workers under ZeRO 1, one CPU each:
+  `lmforge`); `--override key=value` changes the preset as on the command line of `lmforge run`
+  (e.g. `train.global_batch_size=32`), to measure a layout before the preset takes it.
 
 `reference` is a plain loop written here (GPT, torch AdamW, clip_grad_norm_, one process, all
 the CPUs). Rates are tokens per step over the median step time (steps after the first, so
@@ -26,7 +28,7 @@ through DeepSpeed's `engine.compile()`) and reports "compiled" (tokens/s) and "c
 compiles, is left out like every run's first step.
 
     .venv/bin/python bench/train_throughput.py [--model base|tiny] [--steps 20] [--cpus 2]
-                                              [--repeats 2] [--compile]
+                                              [--repeats 2] [--compile] [--override K=V ...]
 """
 
 from __future__ import annotations
@@ -37,14 +39,16 @@ import os
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import ray
 import torch
 
 from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
+from lmforge.pipeline.config import compose
+from lmforge.pipeline.ray_runtime import ensure_ray, shutdown_ray
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.driver import run_pretraining
 from lmforge.pipeline.training.sample_index import build_for_data
@@ -52,18 +56,44 @@ from lmforge.tokenizer.dataset import TokenDataset
 from lmforge.tokenizer.shards import TokenShardWriter
 from lmforge.tokenizer.split_index import index_committed_shards
 
-CASES = {
-    "base": (
-        ModelConfig(vocab_size=8192, block_size=256, d_model=256, n_head=4, n_layer=4, d_ff=1024),
-        8,
-    ),
-    "tiny": (
-        ModelConfig(vocab_size=2048, block_size=128, d_model=128, n_head=4, n_layer=4, d_ff=512),
-        16,
-    ),
-}
-"""Model and sequences per step of each case."""
-MODEL, BATCH = CASES["base"]
+BASE = ModelConfig(vocab_size=8192, block_size=256, d_model=256, n_head=4, n_layer=4, d_ff=1024)
+
+
+@dataclass(frozen=True)
+class Case:
+    """What one `--model` case trains, and lmforge's layout for it."""
+
+    model: ModelConfig
+    batch: int
+    """Sequences per optimizer step."""
+    micro_batch: int
+    """Sequences per worker per forward pass."""
+    workers: int
+    stage: int
+
+
+def base_case() -> Case:
+    """One worker holding every CPU under ZeRO 0, 8 sequences a step."""
+    return Case(BASE, batch=8, micro_batch=8, workers=1, stage=0)
+
+
+def tiny_case(overrides: list[str]) -> Case:
+    """The tiny preset's model, batch and worker layout (what `make demo` trains)."""
+    config = compose(["preset=tiny", *overrides])
+    train = config["train"]
+    model = ModelConfig.from_dict(
+        {**config["model"], "vocab_size": config["tokenizer"]["vocab_size"]}
+    )
+    return Case(
+        model,
+        batch=train["global_batch_size"],
+        micro_batch=train["micro_batch_size"],
+        workers=train["num_workers"],
+        stage=train["zero_stage"],
+    )
+
+
+MODEL, BATCH = BASE, 8
 SEED = 0
 WAITS: list[tuple[float, float]] = []
 """(seconds waiting for data, seconds of all the step's parts) of each lmforge run."""
@@ -110,13 +140,14 @@ def lmforge_run(
     workers: int,
     cpus: int,
     stage: int,
+    micro_batch: int,
     compile: bool = False,
 ) -> list[float]:
     """Seconds of every step but the first that lmforge's rank 0 reports."""
     cfg = TrainConfig(
         max_steps=steps,
         global_batch_size=BATCH,
-        micro_batch_size=BATCH // workers,
+        micro_batch_size=micro_batch,
         num_workers=workers,
         cpus_per_worker=cpus // workers,
         zero_stage=stage,
@@ -169,38 +200,60 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="optimizer steps per contender")
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2, help="CPUs to use")
     parser.add_argument("--repeats", type=int, default=2, help="lmforge/plain alternations")
-    parser.add_argument("--model", choices=sorted(CASES), default="base", help="which model")
+    parser.add_argument("--model", choices=["base", "tiny"], default="base", help="which model")
     parser.add_argument(
         "--compile", action="store_true", help="also time lmforge with train.compile=true"
     )
+    parser.add_argument(
+        "--override",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="tiny: change the preset (model, train batch and layout) as `lmforge run` would",
+    )
     args = parser.parse_args()
+    if args.override and args.model != "tiny":
+        parser.error("--override changes the tiny preset: use it with --model tiny")
     global MODEL, BATCH
-    MODEL, BATCH = CASES[args.model]
-    # base: one worker holding every CPU; tiny: the demo's layout, two ZeRO-1 workers.
-    workers, stage = (1, 0) if args.model == "base" else (2, 1)
+    case = tiny_case(args.override) if args.model == "tiny" else base_case()
+    MODEL, BATCH = case.model, case.batch
+    workers, stage = case.workers, case.stage
     with tempfile.TemporaryDirectory(prefix="lmforge-bench-train-") as tmp:
         root = Path(tmp)
         data = write_shards(root / "shards", n_windows=args.steps * BATCH + 1)
         # Ray runs workers at nice 15 by default; the reference loop runs at 0 in this process,
         # so on a machine shared with other work the comparison would not be like for like.
         os.environ.setdefault("RAY_worker_niceness", "0")
-        ray.init(
-            address="local", num_cpus=args.cpus, include_dashboard=False, logging_level="WARNING"
-        )
+        ensure_ray(None, num_cpus=args.cpus, workdir=root)  # the pipeline's own local runtime
         plain, ours = reference_loop(data, args.steps, args.cpus), []
         for _ in range(args.repeats):  # alternate, so that a burst of foreign load hits both
             ours += lmforge_run(
-                root, data, args.steps, workers=workers, cpus=args.cpus, stage=stage
+                root,
+                data,
+                args.steps,
+                workers=workers,
+                cpus=args.cpus,
+                stage=stage,
+                micro_batch=case.micro_batch,
             )
             plain += reference_loop(data, args.steps, args.cpus)
         zero2, compiled = [], []
         if args.model == "base":
-            zero2 = lmforge_run(root, data, args.steps, workers=2, cpus=args.cpus, stage=2)
+            zero2 = lmforge_run(
+                root, data, args.steps, workers=2, cpus=args.cpus, stage=2, micro_batch=BATCH // 2
+            )
         if args.compile:
             compiled = lmforge_run(
-                root, data, args.steps, workers=workers, cpus=args.cpus, stage=stage, compile=True
+                root,
+                data,
+                args.steps,
+                workers=workers,
+                cpus=args.cpus,
+                stage=stage,
+                micro_batch=case.micro_batch,
+                compile=True,
             )
-        ray.shutdown()
+        shutdown_ray()
     rows = {"plain PyTorch loop": plain, f"lmforge, {workers} worker(s), ZeRO {stage}": ours}
     if zero2:
         rows["lmforge, 2 workers, ZeRO 2"] = zero2
@@ -216,12 +269,16 @@ def main() -> None:
     result = {
         "bench": "train_throughput",
         "model": args.model,
+        "batch": BATCH,
+        "layout": f"{workers} worker(s) x {case.micro_batch} sequences, ZeRO {stage}",
         "unit": "tokens/s",
         "lmforge": round(lmforge, 1),
         "reference": round(reference, 1),
         "ratio": round(lmforge / reference, 4),
         "data_wait_share": round(sum(w for w, _ in WAITS) / max(sum(t for _, t in WAITS), 1e-9), 4),
     }
+    if args.override:
+        result["overrides"] = args.override
     if zero2:
         result["zero2_2workers"] = round(median_rate(zero2), 1)
     if compiled:
