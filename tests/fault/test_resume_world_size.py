@@ -51,3 +51,19 @@ def test_an_interrupted_1_worker_zero3_run_continues_on_2_workers(runs, referenc
     assert resumed["resumed_from_step"] == 4 and resumed["world_size"] == 2
     assert_same_losses(resumed["losses"], reference["losses"])
     assert resumed["final_loss"] < resumed["initial_loss"]
+
+
+def test_a_2_worker_zero1_run_the_demo_layout_continues_from_its_checkpoint(
+    runs, reference, tmp_path
+):
+    # The tiny preset trains under ZeRO 1 (conf/deepspeed/zero1.json, gradients not copied into
+    # a contiguous buffer): its partitions of fp32 weights and Adam moments must restore too.
+    checkpoints = tmp_path / "checkpoints"
+    first = runs.train("zero1", train_config(max_steps=6, zero_stage=1), checkpoint_dir=checkpoints)
+    assert first["steps"] == 6 and first["resumed_from_step"] is None
+
+    resumed = runs.train(
+        "zero1-more", train_config(max_steps=12, zero_stage=1), checkpoint_dir=checkpoints
+    )
+    assert resumed["resumed_from_step"] == 6 and resumed["world_size"] == 2
+    assert_same_losses(resumed["losses"], reference["losses"])
