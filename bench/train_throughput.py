@@ -34,12 +34,12 @@ compiles, is left out like every run's first step.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +59,7 @@ from lmforge.tokenizer.split_index import index_committed_shards
 BASE = ModelConfig(vocab_size=8192, block_size=256, d_model=256, n_head=4, n_layer=4, d_ff=1024)
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Case:
     """What one `--model` case trains, and lmforge's layout for it."""
 
@@ -136,21 +136,19 @@ def lmforge_run(
     root: Path,
     data_dir: Path,
     steps: int,
+    case: Case,
     *,
-    workers: int,
     cpus: int,
-    stage: int,
-    micro_batch: int,
     compile: bool = False,
 ) -> list[float]:
-    """Seconds of every step but the first that lmforge's rank 0 reports."""
+    """Seconds of every step but the first that lmforge's rank 0 reports, in `case`'s layout."""
     cfg = TrainConfig(
         max_steps=steps,
-        global_batch_size=BATCH,
-        micro_batch_size=micro_batch,
-        num_workers=workers,
-        cpus_per_worker=cpus // workers,
-        zero_stage=stage,
+        global_batch_size=case.batch,
+        micro_batch_size=case.micro_batch,
+        num_workers=case.workers,
+        cpus_per_worker=cpus // case.workers,
+        zero_stage=case.stage,
         lr=3e-4,
         min_lr=3e-5,
         warmup_steps=2,
@@ -163,8 +161,8 @@ def lmforge_run(
         precision="fp32",
         compile=compile,
     )
-    name = f"zero{stage}-{workers}w-{uuid.uuid4().hex[:6]}"
-    positions = steps * BATCH
+    name = f"zero{case.stage}-{case.workers}w-{uuid.uuid4().hex[:6]}"
+    positions = steps * case.batch
     build_for_data(
         root / name / "index",
         data_dir,
@@ -217,7 +215,6 @@ def main() -> None:
     global MODEL, BATCH
     case = tiny_case(args.override) if args.model == "tiny" else base_case()
     MODEL, BATCH = case.model, case.batch
-    workers, stage = case.workers, case.stage
     with tempfile.TemporaryDirectory(prefix="lmforge-bench-train-") as tmp:
         root = Path(tmp)
         data = write_shards(root / "shards", n_windows=args.steps * BATCH + 1)
@@ -227,34 +224,17 @@ def main() -> None:
         ensure_ray(None, num_cpus=args.cpus, workdir=root)  # the pipeline's own local runtime
         plain, ours = reference_loop(data, args.steps, args.cpus), []
         for _ in range(args.repeats):  # alternate, so that a burst of foreign load hits both
-            ours += lmforge_run(
-                root,
-                data,
-                args.steps,
-                workers=workers,
-                cpus=args.cpus,
-                stage=stage,
-                micro_batch=case.micro_batch,
-            )
+            ours += lmforge_run(root, data, args.steps, case, cpus=args.cpus)
             plain += reference_loop(data, args.steps, args.cpus)
         zero2, compiled = [], []
         if args.model == "base":
-            zero2 = lmforge_run(
-                root, data, args.steps, workers=2, cpus=args.cpus, stage=2, micro_batch=BATCH // 2
-            )
+            layout = dataclasses.replace(case, workers=2, stage=2, micro_batch=case.batch // 2)
+            zero2 = lmforge_run(root, data, args.steps, layout, cpus=args.cpus)
         if args.compile:
-            compiled = lmforge_run(
-                root,
-                data,
-                args.steps,
-                workers=workers,
-                cpus=args.cpus,
-                stage=stage,
-                micro_batch=case.micro_batch,
-                compile=True,
-            )
+            compiled = lmforge_run(root, data, args.steps, case, cpus=args.cpus, compile=True)
         shutdown_ray()
-    rows = {"plain PyTorch loop": plain, f"lmforge, {workers} worker(s), ZeRO {stage}": ours}
+    ours_name = f"lmforge, {case.workers} worker(s), ZeRO {case.stage}"
+    rows = {"plain PyTorch loop": plain, ours_name: ours}
     if zero2:
         rows["lmforge, 2 workers, ZeRO 2"] = zero2
     if compiled:
@@ -270,7 +250,7 @@ def main() -> None:
         "bench": "train_throughput",
         "model": args.model,
         "batch": BATCH,
-        "layout": f"{workers} worker(s) x {case.micro_batch} sequences, ZeRO {stage}",
+        "layout": f"{case.workers} worker(s) x {case.micro_batch} sequences, ZeRO {case.stage}",
         "unit": "tokens/s",
         "lmforge": round(lmforge, 1),
         "reference": round(reference, 1),
