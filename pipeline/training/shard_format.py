@@ -32,8 +32,8 @@ from safetensors import safe_open
 from lmforge.model.safetensors_stream import encode_header, spec_of
 from lmforge.pipeline.training import checkpoint as ckpt
 from lmforge.pipeline.training.direct_write import ALIGN
+from lmforge.pipeline.training.fragments import ADAM_MOMENTS
 from lmforge.pipeline.training.staging import Staged
-from lmforge.pipeline.training.zero_state import ADAM_MOMENTS
 
 LAYOUT_FILE = "layout.json"
 FORMAT = "lmforge-sharded-1"

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lmforge.pipeline.training.zero_shards import Fragment
-from lmforge.pipeline.training.zero_state import ADAM_MOMENTS
+from lmforge.pipeline.training.fragments import ADAM_MOMENTS, Fragment
 
 ELEMENT = 4  # fp32: the master parameters and AdamW moments
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from deepspeed.utils import (
@@ -28,8 +27,8 @@ from deepspeed.utils import (
     safe_set_local_optimizer_state,
 )
 
+from lmforge.pipeline.training.fragments import ADAM_MOMENTS, Fragment
 from lmforge.pipeline.training.zero_state import (
-    ADAM_MOMENTS,
     base_optimizer,
     ensure_adam_state,
     named_parameters,
@@ -38,23 +37,6 @@ from lmforge.pipeline.training.zero_state import (
 Reader = Callable[[str, int, int], torch.Tensor]
 """read(key, start, numel): a flat fp32 range of a saved tensor; keys are parameter names and
 `exp_avg/<name>`, `exp_avg_sq/<name>`."""
-
-
-@dataclass(slots=True)
-class Fragment:
-    """One rank's range of one parameter, with views of its values and AdamW moments."""
-
-    name: str
-    shape: tuple[int, ...]
-    """The full parameter's shape."""
-    start: int
-    """Offset of the range in the flattened parameter."""
-    values: dict[str, torch.Tensor]
-    """'param', 'exp_avg', 'exp_avg_sq': 1-D views of the range (live: copy before stepping)."""
-
-    @property
-    def numel(self) -> int:
-        return self.values["param"].numel()
 
 
 def full_shapes(engine) -> dict[str, tuple[int, ...]]:

@@ -24,7 +24,7 @@ from deepspeed.utils import (
     safe_set_full_optimizer_state,
 )
 
-ADAM_MOMENTS = ("exp_avg", "exp_avg_sq")
+from lmforge.pipeline.training.fragments import ADAM_MOMENTS
 
 
 def base_optimizer(engine) -> torch.optim.Optimizer:

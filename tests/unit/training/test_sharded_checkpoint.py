@@ -5,6 +5,8 @@ that does not match the marker is found and named."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -123,3 +125,15 @@ def test_a_partition_drawn_in_chunks_has_the_numbers_of_one_normal_draw(numel, c
         part = normal_range(numel, 0.02, start, torch.empty(count), chunk)
         assert torch.equal(part, whole[start : start + count])
         assert torch.equal(torch.rand(3), after_whole), "the RNG moved on as for the whole draw"
+
+
+def test_the_export_reads_checkpoints_without_importing_deepspeed():
+    # The export runs in a Ray task of its own: importing DeepSpeed there (and the MLflow,
+    # pandas and FastAPI modules its autotuner pulls in) cost about 1.4 s of every export.
+    code = (
+        "import sys\n"
+        "import lmforge.pipeline.training.export\n"
+        "print('deepspeed' in sys.modules, 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True"]
