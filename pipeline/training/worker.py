@@ -1,4 +1,4 @@
-"""The training loop Ray Train runs on every worker: `train_loop_per_worker({"job": TrainingJob})`.
+"""The training loop Ray Train runs on every worker (through `job.train_loop_per_worker`).
 
 Each worker seeds torch (the same init everywhere), opens the memory-mapped training split itself
 (the data never travels through Ray; only the windows it reads are paged in), builds the DeepSpeed
@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import sys
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 import ray.train
@@ -22,13 +21,12 @@ import torch
 from ray.train.torch import get_device
 from safetensors import SafetensorError
 
-from lmforge.model.config import ModelConfig
 from lmforge.pipeline.proc_stats import peak_rss_bytes
 from lmforge.pipeline.training import checkpoint as ckpt
 from lmforge.pipeline.training.async_save import CheckpointSaver, Published
 from lmforge.pipeline.training.collectives import all_gather
 from lmforge.pipeline.training.config import TrainConfig
-from lmforge.pipeline.training.fault import FaultInjection
+from lmforge.pipeline.training.job import TrainingJob
 from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
 from lmforge.pipeline.training.prefetch import BatchPrefetcher
 from lmforge.pipeline.training.progress import MlflowMetrics, ThroughputMeter, progress_line
@@ -43,35 +41,10 @@ from lmforge.pipeline.training.zero_shards import full_shapes, needed_ranges, re
 from lmforge.tokenizer.dataset import TokenDataset
 
 
-@dataclass(kw_only=True, slots=True)
-class TrainingJob:
-    """Everything a worker needs; small and picklable (the data is passed by location)."""
-
-    model: ModelConfig
-    """The model to train."""
-    train: TrainConfig
-    """Optimizer, schedule, parallelism, checkpointing."""
-    data_dir: str
-    """Directory of the tokenize stage's token shards (opened with TokenDataset)."""
-    sample_index_dir: str
-    """Directory of the sample index of `data_dir` for this run's seed and block size."""
-    split: str = "train"
-    """Split to train on."""
-    checkpoint_dir: str
-    """Where checkpoints live across runs of the same key, reachable from every node: a shared
-    path or a URI such as s3://bucket/checkpoints/<key> (see `remote_checkpoints`)."""
-    tracking_uri: str | None = None
-    """MLflow tracking URI; with `mlflow_run_id`, rank 0 logs metrics into that run."""
-    mlflow_run_id: str | None = None
-    """The pretrain stage's MLflow run."""
-    fault: FaultInjection | None = None
-    """Test/drill hook: one worker SIGKILLs itself once."""
-
-
-def train_loop_per_worker(config: dict) -> None:
-    """Ray Train entry point; `config["job"]` is a TrainingJob."""
+def run_worker(job: TrainingJob) -> None:
+    """One worker's whole run (`job.train_loop_per_worker` calls it)."""
     _quiet_worker_output()
-    WorkerRun(config["job"]).run()
+    WorkerRun(job).run()
 
 
 def _quiet_worker_output() -> None:
