@@ -5,11 +5,10 @@ that does not match the marker is found and named."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
+from import_check import loaded_by_import
 from safetensors import safe_open
 from sharded_checkpoints import SHAPES, full_tensors, save_sharded, write_shard
 
@@ -130,10 +129,5 @@ def test_a_partition_drawn_in_chunks_has_the_numbers_of_one_normal_draw(numel, c
 def test_the_export_reads_checkpoints_without_importing_deepspeed():
     # The export runs in a Ray task of its own: importing DeepSpeed there (and the MLflow,
     # pandas and FastAPI modules its autotuner pulls in) cost about 1.4 s of every export.
-    code = (
-        "import sys\n"
-        "import lmforge.pipeline.training.export\n"
-        "print('deepspeed' in sys.modules, 'torch' in sys.modules)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["False", "True"]
+    loaded = loaded_by_import("lmforge.pipeline.training.export", ["deepspeed", "torch"])
+    assert loaded == {"deepspeed": False, "torch": True}
