@@ -63,25 +63,24 @@ def measure_training(root: Path, size: tuple[str, int]) -> list[dict]:
     from lmforge.pipeline.training.config import TrainConfig
 
     model, steps = size
-    tt.MODEL, tt.BATCH = tt.CASES[model]
-    workers, stage = (1, 0) if model == "base" else (2, 1)
+    case = tt.case_for(model, [])
     work = root / f"train-{model}-{steps}"
     try:
-        data = tt.write_shards(work / "shards", n_windows=steps * tt.BATCH + 1)
-        seconds = tt.lmforge_run(work, data, steps, workers=workers, cpus=CPUS, stage=stage)
+        data = tt.write_shards(work / "shards", steps * case.batch + 1, case.model)
+        seconds = tt.lmforge_run(work, data, steps, case, cpus=CPUS)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     train = TrainConfig(
         max_steps=len(seconds),
-        global_batch_size=tt.BATCH,
-        micro_batch_size=tt.BATCH // workers,
-        num_workers=workers,
-        cpus_per_worker=CPUS // workers,
-        zero_stage=stage,
+        global_batch_size=case.batch,
+        micro_batch_size=case.micro_batch,
+        num_workers=case.workers,
+        cpus_per_worker=CPUS // case.workers,
+        zero_stage=case.stage,
         checkpoint_every=0,
         precision="fp32",
     )
-    shape = dataclasses.asdict(tt.MODEL)
+    shape = dataclasses.asdict(case.model)
     vocab = shape.pop("vocab_size")
     found = pretrain_cost._size(shape, dataclasses.asdict(train), vocab)
     found |= pretrain_cost._cluster_part(found, Cluster(nodes=1, cpus_per_node=CPUS))

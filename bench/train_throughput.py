@@ -93,34 +93,38 @@ def tiny_case(overrides: list[str]) -> Case:
     )
 
 
-MODEL, BATCH = BASE, 8
+def case_for(name: str, overrides: list[str]) -> Case:
+    """The `--model` case called `name` ("base" or "tiny"; overrides change the tiny preset)."""
+    return tiny_case(overrides) if name == "tiny" else base_case()
+
+
 SEED = 0
 WAITS: list[tuple[float, float]] = []
 """(seconds waiting for data, seconds of all the step's parts) of each lmforge run."""
 
 
-def write_shards(directory: Path, n_windows: int) -> Path:
+def write_shards(directory: Path, n_windows: int, model: ModelConfig) -> Path:
     """Random tokens, enough for `n_windows` windows of block_size + 1."""
     rng = np.random.default_rng(SEED)
-    n_docs = n_windows * MODEL.block_size // 200 + 2
-    docs = [[0, *rng.integers(1, MODEL.vocab_size, 200).tolist()] for _ in range(n_docs)]
-    with TokenShardWriter(directory, "train", 0, MODEL.vocab_size) as writer:
+    n_docs = n_windows * model.block_size // 200 + 2
+    docs = [[0, *rng.integers(1, model.vocab_size, 200).tolist()] for _ in range(n_docs)]
+    with TokenShardWriter(directory, "train", 0, model.vocab_size) as writer:
         writer.write_documents(docs)
     index_committed_shards(directory, "train")
     return directory
 
 
-def reference_loop(data_dir: Path, steps: int, threads: int) -> list[float]:
+def reference_loop(data_dir: Path, steps: int, threads: int, case: Case) -> list[float]:
     """Seconds of every step but the first of a plain PyTorch loop over the same windows."""
     torch.set_num_threads(threads)
     torch.manual_seed(SEED)
-    dataset = TokenDataset(data_dir, "train", MODEL.block_size)
-    model = GPT(MODEL)
+    dataset = TokenDataset(data_dir, "train", case.model.block_size)
+    model = GPT(case.model)
     optimizer = torch.optim.AdamW(model.param_groups(0.1), lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
     order = np.random.default_rng(SEED).permutation(len(dataset))
     times = [time.perf_counter()]
     for step in range(steps):
-        ids = order[step * BATCH : (step + 1) * BATCH]
+        ids = order[step * case.batch : (step + 1) * case.batch]
         tokens = torch.from_numpy(np.stack([dataset[int(i)] for i in ids]))
         _, loss = model(tokens[:, :-1], tokens[:, 1:])
         loss.backward()
@@ -166,13 +170,13 @@ def lmforge_run(
     build_for_data(
         root / name / "index",
         data_dir,
-        block_size=MODEL.block_size,
+        block_size=case.model.block_size,
         seed=SEED,
         epoch_offsets=cfg.epoch_offsets,
         positions=positions,
     )
     summary = run_pretraining(
-        model_cfg=MODEL,
+        model_cfg=case.model,
         train_cfg=cfg,
         data_dir=str(data_dir),
         sample_index_dir=str(root / name / "index"),
@@ -185,12 +189,12 @@ def lmforge_run(
     return list(summary["step_seconds"])
 
 
-def median_rate(step_seconds: list[float]) -> float:
-    return BATCH * MODEL.block_size / float(np.median(step_seconds))
+def median_rate(step_seconds: list[float], case: Case) -> float:
+    return case.batch * case.model.block_size / float(np.median(step_seconds))
 
 
-def mean_rate(step_seconds: list[float]) -> float:
-    return BATCH * MODEL.block_size / float(np.mean(step_seconds))
+def mean_rate(step_seconds: list[float], case: Case) -> float:
+    return case.batch * case.model.block_size / float(np.mean(step_seconds))
 
 
 def main() -> None:
@@ -212,20 +216,18 @@ def main() -> None:
     args = parser.parse_args()
     if args.override and args.model != "tiny":
         parser.error("--override changes the tiny preset: use it with --model tiny")
-    global MODEL, BATCH
-    case = tiny_case(args.override) if args.model == "tiny" else base_case()
-    MODEL, BATCH = case.model, case.batch
+    case = case_for(args.model, args.override)
     with tempfile.TemporaryDirectory(prefix="lmforge-bench-train-") as tmp:
         root = Path(tmp)
-        data = write_shards(root / "shards", n_windows=args.steps * BATCH + 1)
+        data = write_shards(root / "shards", args.steps * case.batch + 1, case.model)
         # Ray runs workers at nice 15 by default; the reference loop runs at 0 in this process,
         # so on a machine shared with other work the comparison would not be like for like.
         os.environ.setdefault("RAY_worker_niceness", "0")
         ensure_ray(None, num_cpus=args.cpus, workdir=root)  # the pipeline's own local runtime
-        plain, ours = reference_loop(data, args.steps, args.cpus), []
+        plain, ours = reference_loop(data, args.steps, args.cpus, case), []
         for _ in range(args.repeats):  # alternate, so that a burst of foreign load hits both
             ours += lmforge_run(root, data, args.steps, case, cpus=args.cpus)
-            plain += reference_loop(data, args.steps, args.cpus)
+            plain += reference_loop(data, args.steps, args.cpus, case)
         zero2, compiled = [], []
         if args.model == "base":
             layout = dataclasses.replace(case, workers=2, stage=2, micro_batch=case.batch // 2)
@@ -241,15 +243,15 @@ def main() -> None:
         rows["lmforge, compiled"] = compiled
     print(f"{'contender':<36}{'median tok/s':>14}{'mean tok/s':>12}{'steps':>7}")
     for name, seconds in rows.items():
-        median, mean = median_rate(seconds), mean_rate(seconds)
+        median, mean = median_rate(seconds, case), mean_rate(seconds, case)
         print(f"{name:<36}{median:>14.0f}{mean:>12.0f}{len(seconds):>7}")
-    lmforge, reference = median_rate(ours), median_rate(plain)
+    lmforge, reference = median_rate(ours, case), median_rate(plain, case)
     goal = 0.95 if args.model == "base" else 0.9
     print(f"ratio lmforge / plain loop: {lmforge / reference:.3f} (goal >= {goal})")
     result = {
         "bench": "train_throughput",
         "model": args.model,
-        "batch": BATCH,
+        "batch": case.batch,
         "layout": f"{case.workers} worker(s) x {case.micro_batch} sequences, ZeRO {case.stage}",
         "unit": "tokens/s",
         "lmforge": round(lmforge, 1),
@@ -260,10 +262,10 @@ def main() -> None:
     if args.override:
         result["overrides"] = args.override
     if zero2:
-        result["zero2_2workers"] = round(median_rate(zero2), 1)
+        result["zero2_2workers"] = round(median_rate(zero2, case), 1)
     if compiled:
-        result["compiled"] = round(median_rate(compiled), 1)
-        result["compile_speedup"] = round(median_rate(compiled) / lmforge, 4)
+        result["compiled"] = round(median_rate(compiled, case), 1)
+        result["compile_speedup"] = round(median_rate(compiled, case) / lmforge, 4)
     print(json.dumps(result))
 
 

@@ -29,3 +29,10 @@ def test_an_override_changes_the_case_as_it_would_change_the_preset():
     case = bench.tiny_case(["train.global_batch_size=32", "train.micro_batch_size=16"])
     assert (case.batch, case.micro_batch) == (32, 16)
     assert case.model == bench.tiny_case([]).model
+
+
+def test_each_model_name_gives_its_case():
+    # bench/estimate_measures.py times training through the same cases, by name.
+    assert bench.case_for("tiny", []) == bench.tiny_case([])
+    base = bench.case_for("base", [])
+    assert base == bench.base_case() and (base.workers, base.stage, base.batch) == (1, 0, 8)
