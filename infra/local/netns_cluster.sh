@@ -30,6 +30,7 @@
 #   SUBNET               first three octets of the bridge network (default 10.213.7)
 #   OBJECT_STORE_MB      object store per node (default 300)
 #   RAY                  the `ray` executable (default: `ray` beside `python3` on PATH)
+#   HEAD_GRACE_S         `down`: seconds the head gets after SIGTERM before SIGKILL (default 5)
 set -euo pipefail
 
 DIR=${LMFORGE_CLUSTER_DIR:-/tmp/lmforge-cluster}
@@ -179,21 +180,30 @@ up() {
   cat "$DIR/cluster.env"
 }
 
-down() {
-  local pidfile
-  for pidfile in "$DIR"/pids/*.pid; do
-    [[ -e "$pidfile" ]] || continue
-    kill -TERM -- "-$(cat "$pidfile")" 2>/dev/null || true
-  done
-  local deadline=$((SECONDS + 30))
-  for pidfile in "$DIR"/pids/*.pid; do
-    [[ -e "$pidfile" ]] || continue
-    local pgid
-    pgid=$(cat "$pidfile")
-    while kill -0 -- "-$pgid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.5; done
-    kill -KILL -- "-$pgid" 2>/dev/null || true
+# End the process groups of the given pid files: SIGTERM to all, then SIGKILL to those still
+# there once `grace` seconds have passed. Arguments: grace, then pid files.
+stop_nodes() {
+  local grace=$1; shift
+  local pidfile deadline=$((SECONDS + grace))
+  for pidfile in "$@"; do kill -TERM -- "-$(cat "$pidfile")" 2>/dev/null || true; done
+  for pidfile in "$@"; do
+    while kill -0 -- "-$(cat "$pidfile")" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
+    kill -KILL -- "-$(cat "$pidfile")" 2>/dev/null || true
     rm -f "$pidfile"
   done
+}
+
+down() {
+  # Worker nodes first, while the head still answers them: they leave in about 3 s (30 s or
+  # more when the head goes at the same time). The head's `ray start --block` then lingers 30 s
+  # or more after SIGTERM, its raylet already gone; it holds nothing that needs flushing (no GCS
+  # storage), so it gets HEAD_GRACE_S seconds.
+  local workers=() pidfile
+  for pidfile in "$DIR"/pids/*.pid; do
+    [[ -e "$pidfile" && "$pidfile" != "$DIR/pids/head.pid" ]] && workers+=("$pidfile")
+  done
+  ((${#workers[@]} == 0)) || stop_nodes 30 "${workers[@]}"
+  if [[ -e "$DIR/pids/head.pid" ]]; then stop_nodes "${HEAD_GRACE_S:-5}" "$DIR/pids/head.pid"; fi
   if [[ -f "$DIR/namespaces" ]]; then
     local ns pid
     while read -r ns; do
