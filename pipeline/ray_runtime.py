@@ -23,6 +23,12 @@ TOKEN_FILE = ".ray_token"
 AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 _saved_auth_env: dict[str, str | None] | None = None
 """The caller's Ray auth variables while a local runtime holds them; restored at shutdown."""
+LOCAL_DEFAULTS = {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
+"""Settings of a local runtime, unless the caller's environment sets them. Ray Train's preemption
+watcher is one more actor process that asks the GCS every 5 s for nodes being drained: a local
+runtime has one node and ends with its run, so it only takes CPU from the training ranks as they
+start (about 2 s of CPU a run on two cores)."""
+_saved_local_env: dict[str, str | None] | None = None
 
 
 def ensure_ray(
@@ -45,6 +51,7 @@ def ensure_ray(
         kwargs["address"] = address
     else:
         _use_local_token(local_token(workdir or Path(tempfile.mkdtemp(prefix="lmforge-ray-"))))
+        _use_local_defaults()
         # A fresh local runtime ("local": never attach to another cluster running on this
         # machine), on loopback whatever interfaces the machine has.
         kwargs.update(
@@ -61,6 +68,7 @@ def ensure_ray(
         _init_with_retry(ray, kwargs)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
         _restore_auth_env()
+        _restore_local_env()
         where = address or "a local runtime"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise LmforgeError(
@@ -146,6 +154,25 @@ def _reload_ray_auth() -> None:
     AuthenticationTokenLoader.instance().reset_cache()
 
 
+def _use_local_defaults() -> None:
+    """`LOCAL_DEFAULTS` for this process and the Ray processes it starts (they inherit it)."""
+    global _saved_local_env
+    if _saved_local_env is None:
+        _saved_local_env = {name: os.environ.get(name) for name in LOCAL_DEFAULTS}
+    for name, value in LOCAL_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+
+
+def _restore_local_env() -> None:
+    global _saved_local_env
+    for name, value in (_saved_local_env or {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    _saved_local_env = None
+
+
 def _restore_auth_env() -> None:
     global _saved_auth_env
     if _saved_auth_env is None:
@@ -193,3 +220,4 @@ def shutdown_ray() -> None:
     if ray.is_initialized():
         ray.shutdown()
     _restore_auth_env()
+    _restore_local_env()
