@@ -13,6 +13,7 @@ import os
 import secrets
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from lmforge.pipeline.errors import LmforgeError
@@ -21,14 +22,14 @@ log = logging.getLogger(__name__)
 
 TOKEN_FILE = ".ray_token"
 AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
-_saved_auth_env: dict[str, str | None] | None = None
-"""The caller's Ray auth variables while a local runtime holds them; restored at shutdown."""
 LOCAL_DEFAULTS = {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
 """Settings of a local runtime, unless the caller's environment sets them. Ray Train's preemption
 watcher is one more actor process that asks the GCS every 5 s for nodes being drained: a local
 runtime has one node and ends with its run, so it only takes CPU from the training ranks as they
 start (about 2 s of CPU a run on two cores)."""
-_saved_local_env: dict[str, str | None] | None = None
+_saved_env: dict[str, str | None] = {}
+"""The caller's values of the variables a local runtime sets (its auth and `LOCAL_DEFAULTS`),
+restored at shutdown."""
 
 
 def ensure_ray(
@@ -67,8 +68,7 @@ def ensure_ray(
     try:
         _init_with_retry(ray, kwargs)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
-        _restore_auth_env()
-        _restore_local_env()
+        _restore_env()
         where = address or "a local runtime"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise LmforgeError(
@@ -136,9 +136,7 @@ def local_token(workdir: Path) -> Path:
 
 def _use_local_token(token_path: Path) -> None:
     """Token mode with `token_path` for this process and the Ray processes it starts."""
-    global _saved_auth_env
-    if _saved_auth_env is None:
-        _saved_auth_env = {name: os.environ.get(name) for name in AUTH_ENV}
+    _remember_env(AUTH_ENV)
     os.environ.pop("RAY_AUTH_TOKEN", None)  # it would win over the file (a cluster's token)
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ["RAY_AUTH_TOKEN_PATH"] = str(token_path.resolve())
@@ -156,33 +154,27 @@ def _reload_ray_auth() -> None:
 
 def _use_local_defaults() -> None:
     """`LOCAL_DEFAULTS` for this process and the Ray processes it starts (they inherit it)."""
-    global _saved_local_env
-    if _saved_local_env is None:
-        _saved_local_env = {name: os.environ.get(name) for name in LOCAL_DEFAULTS}
+    _remember_env(LOCAL_DEFAULTS)
     for name, value in LOCAL_DEFAULTS.items():
         os.environ.setdefault(name, value)
 
 
-def _restore_local_env() -> None:
-    global _saved_local_env
-    for name, value in (_saved_local_env or {}).items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-    _saved_local_env = None
+def _remember_env(names: Iterable[str]) -> None:
+    """Keep the caller's values of `names` (the first ones seen) for `_restore_env`."""
+    for name in names:
+        _saved_env.setdefault(name, os.environ.get(name))
 
 
-def _restore_auth_env() -> None:
-    global _saved_auth_env
-    if _saved_auth_env is None:
+def _restore_env() -> None:
+    """Put back the caller's values `_remember_env` kept, and Ray's view of its auth."""
+    if not _saved_env:
         return
-    for name, value in _saved_auth_env.items():
+    for name, value in _saved_env.items():
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
-    _saved_auth_env = None
+    _saved_env.clear()
     _reload_ray_auth()
 
 
@@ -219,5 +211,4 @@ def shutdown_ray() -> None:
 
     if ray.is_initialized():
         ray.shutdown()
-    _restore_auth_env()
-    _restore_local_env()
+    _restore_env()

@@ -1,6 +1,6 @@
 """The settings a local runtime gives its Ray processes (`ray_runtime.LOCAL_DEFAULTS`): they
-reach the workers that run stages and Ray Train, a value the caller set wins, and the caller's
-environment comes back at shutdown."""
+reach the workers that run stages and Ray Train, and the caller's environment comes back at
+shutdown (a value the caller set wins: tests/unit/engine/test_local_runtime_env.py)."""
 
 from __future__ import annotations
 
@@ -8,23 +8,9 @@ import os
 
 import pytest
 
-from lmforge.pipeline import ray_runtime
 from lmforge.pipeline.ray_runtime import LOCAL_DEFAULTS, ensure_ray, shutdown_ray
 
 WATCHER = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
-
-
-def test_a_value_the_caller_set_wins_and_every_value_comes_back(monkeypatch):
-    monkeypatch.setenv(WATCHER, "1")
-    ray_runtime._use_local_defaults()
-    assert os.environ[WATCHER] == "1"
-    ray_runtime._restore_local_env()
-    assert os.environ[WATCHER] == "1"
-    monkeypatch.delenv(WATCHER)
-    ray_runtime._use_local_defaults()
-    assert os.environ[WATCHER] == "0"
-    ray_runtime._restore_local_env()
-    assert WATCHER not in os.environ
 
 
 @pytest.mark.integration

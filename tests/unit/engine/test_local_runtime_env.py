@@ -1,0 +1,23 @@
+"""A local runtime's settings (`ray_runtime.LOCAL_DEFAULTS`) give way to the caller's, and the
+caller's environment comes back when the runtime ends."""
+
+from __future__ import annotations
+
+import os
+
+from lmforge.pipeline import ray_runtime
+
+WATCHER = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
+
+
+def test_a_value_the_caller_set_wins_and_every_value_comes_back(monkeypatch):
+    monkeypatch.setenv(WATCHER, "1")
+    ray_runtime._use_local_defaults()
+    assert os.environ[WATCHER] == "1"
+    ray_runtime._restore_env()
+    assert os.environ[WATCHER] == "1"
+    monkeypatch.delenv(WATCHER)
+    ray_runtime._use_local_defaults()
+    assert os.environ[WATCHER] == "0"
+    ray_runtime._restore_env()
+    assert WATCHER not in os.environ
