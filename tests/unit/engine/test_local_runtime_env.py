@@ -11,6 +11,8 @@ WATCHER = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
 
 
 def test_a_value_the_caller_set_wins_and_every_value_comes_back(monkeypatch):
+    # A saved environment of its own: a local runtime another test keeps up holds the real one.
+    monkeypatch.setattr(ray_runtime, "_saved_env", {})
     monkeypatch.setenv(WATCHER, "1")
     ray_runtime._use_local_defaults()
     assert os.environ[WATCHER] == "1"
