@@ -1,6 +1,7 @@
 # Two entry points: `make demo` (whole pipeline, tiny preset) and `make test` (the full suite,
-# as CI runs it). `make check` is the fast tier for development: the same bootstrap, every test
-# not marked `slow` (no Ray cluster, DeepSpeed engine or whole pipeline).
+# as CI runs it). `make check` is the fast tier for development: the same bootstrap as `make
+# test` (the runtime, then the test tools), every test not marked `slow` (no Ray cluster,
+# DeepSpeed engine or whole pipeline).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
