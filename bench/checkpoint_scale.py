@@ -298,7 +298,9 @@ def export_today(location: str, out: str, size: str) -> None:
 
 
 def export_sharded(location: str, size: str, out: Path) -> tuple[int, float]:
-    """The export task of the pretrain stage, on a local Ray: its RSS rise and CPU seconds."""
+    """The pretrain stage's export, on a local Ray: its RSS rise and CPU seconds (a task of its
+    own at the full size; the small size's model is exported in this process, as the stage
+    exports models of up to `IN_PROCESS_WEIGHTS`)."""
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     try:
         hf = HFExport(out_dir=str(out / "hf"), tokenizer_dir=None, eos_token_id=None)

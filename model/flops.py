@@ -21,6 +21,15 @@ def non_embedding_parameters(cfg: ModelConfig) -> int:
     return cfg.n_layer * per_block + final_norm
 
 
+def parameters(cfg: ModelConfig) -> int:
+    """Every parameter of the model, a tied LM head counted once (GPT.num_parameters(False)):
+    N plus the token embeddings, learned positions and an untied head."""
+    embeddings = cfg.vocab_size * cfg.d_model * (1 if cfg.tie_weights else 2)
+    if cfg.positions == "learned":
+        embeddings += cfg.block_size * cfg.d_model
+    return non_embedding_parameters(cfg) + embeddings
+
+
 def flops_per_token(cfg: ModelConfig) -> float:
     """FLOPs of one training step (forward + backward) per token at full context:
 

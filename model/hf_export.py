@@ -75,9 +75,11 @@ def stream_export_hf(
     tokenizer_dir: str | Path | None = None,
     *,
     eos_token_id: int | None = None,
+    shapes: dict[str, tuple[int, ...]] | None = None,
 ) -> ExportResult:
     """`export_hf` without a model in memory: `tensor_of(name)` gives one of our parameters
-    (full fp32, by name) when its GPT-2 counterpart is written, so one tensor is held at a time."""
+    (full fp32, by name) when its GPT-2 counterpart is written, so one tensor is held at a time.
+    shapes: our tensors by name, for the lmforge format (`stream_model_dir`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if tokenizer_dir is not None:
@@ -87,7 +89,7 @@ def stream_export_hf(
             "norm='post' has no transformers GPT-2 equivalent (GPT-2 is pre-norm); wrote the "
             "lmforge format: load it with lmforge.model.weights.load_model_dir"
         )
-        stream_model_dir(cfg, tensor_of, out_dir)
+        stream_model_dir(cfg, tensor_of, out_dir, shapes)
         (out_dir / NOTE_FILE).write_text(note + "\n")
         return ExportResult(path=out_dir, format="lmforge", note=note)
     gpt2_config(cfg, eos_token_id=eos_token_id).save_pretrained(out_dir)

@@ -20,7 +20,7 @@ keeps a pointer to them, not a copy).
 from __future__ import annotations
 
 from lmforge.model.config import ModelConfig
-from lmforge.model.flops import flops_per_token, non_embedding_parameters
+from lmforge.model.flops import flops_per_token, parameters
 from lmforge.pipeline.cost_model import KNOWN, Cluster, ProcessCost, StageCost, config_part
 from lmforge.pipeline.training.config import engine_zero_stage
 from lmforge.pipeline.training.memory import RankMemory, activation_bytes, rank_memory
@@ -65,13 +65,10 @@ def _ranks_per_node(s: dict, cpus_per_node: float, gpus_per_node: float) -> floa
 
 def _size(model: dict, train: dict, vocab_size: float) -> dict[str, float]:
     cfg = ModelConfig(**{**model, "vocab_size": int(vocab_size)})
-    embeddings = cfg.vocab_size * cfg.d_model * (1 if cfg.tie_weights else 2)
-    if cfg.positions == "learned":
-        embeddings += cfg.block_size * cfg.d_model
     steps = train["max_steps"]
     every = train["checkpoint_every"] or steps
     return {
-        "params": non_embedding_parameters(cfg) + embeddings,
+        "params": parameters(cfg),
         "flops_per_token": flops_per_token(cfg) + 6.0 * cfg.d_model * cfg.vocab_size,
         "tokens": steps * train["global_batch_size"] * cfg.block_size,
         "checkpoints": steps // every + (1 if steps % every else 0),

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lmforge.model.config import ModelConfig
-from lmforge.model.flops import flops_per_token, mfu, non_embedding_parameters
+from lmforge.model.flops import flops_per_token, mfu, non_embedding_parameters, parameters
 from lmforge.model.gpt import GPT
 
 
@@ -52,6 +52,8 @@ def test_gpt3_arithmetic_gives_about_175_billion():
 def test_analytic_count_equals_the_built_model(make_model, overrides):
     model = make_model(lively=False, **overrides)
     assert non_embedding_parameters(model.config) == model.num_parameters(non_embedding=True)
+    assert parameters(model.config) == model.num_parameters(non_embedding=False)
+    assert parameters(model.config) == sum(p.numel() for p in model.parameters())
 
 
 def test_full_count_adds_the_embeddings_once_when_tied(make_model):
