@@ -45,7 +45,7 @@ def expand_paths(patterns: list[str]) -> list[str]:
             continue
         matches = sorted(glob.glob(str(Path(pattern).expanduser()), recursive=True))
         if not matches:
-            raise SourceError(f"data path {pattern!r} matches no file; check data.paths")
+            raise _matches_nothing(pattern)
         for match in matches:
             path = Path(match)
             if path.is_dir():
@@ -53,6 +53,21 @@ def expand_paths(patterns: list[str]) -> list[str]:
             else:
                 found.append(str(path))
     return found
+
+
+def check_paths_match(patterns: list[str]) -> None:
+    """Raise `expand_paths`'s error for the first pattern that matches no file, from its first
+    match alone (no directory is listed): a run on a local runtime checks its paths before
+    starting anything, so a mistyped path is an error in seconds, not after Ray has started."""
+    for pattern in patterns:
+        if pattern.startswith(HF_PREFIX):
+            continue
+        if next(glob.iglob(str(Path(pattern).expanduser()), recursive=True), None) is None:
+            raise _matches_nothing(pattern)
+
+
+def _matches_nothing(pattern: str) -> SourceError:
+    return SourceError(f"data path {pattern!r} matches no file; check data.paths")
 
 
 def read_source(
