@@ -168,9 +168,13 @@ class ModelPool:
         self.close()
 
     def close(self) -> None:
+        """Kill the actors, those still starting first: killed after a ready one, an actor
+        waiting for a CPU gets the CPU that one frees and starts (torch imported, the model
+        loaded: seconds of CPU) only to be killed, beside the other stages' actors."""
         import ray
 
-        for actor in self.actors:
+        order = [*self._starting.values(), *self._ready]
+        for actor in [self.actors[i] for i in order]:
             ray.kill(actor, no_restart=True)
         self.actors = []
 
