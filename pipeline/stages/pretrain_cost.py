@@ -11,8 +11,9 @@ write, an upper bound on the stall of an asynchronous save. A fitted start-up co
 DeepSpeed and the export.
 
 Memory: a rank's model states, activations and its staged share of a checkpoint by arithmetic
-(`pipeline/training/memory.py`) plus a measured runtime base; the export task streams the final
-weights out of the checkpoint tensor by tensor (about one fp32 copy of the weights at most).
+(`pipeline/training/memory.py`) plus a measured runtime base; the export (in the stage's own
+process up to 64M parameters, else a task of its own on that node) streams the final weights out
+of the checkpoint tensor by tensor (about one fp32 copy of the weights at most).
 Bytes written: the weights twice (ours and the HF export) and the kept checkpoints (Ray Train
 keeps a pointer to them, not a copy).
 """
