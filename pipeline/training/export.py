@@ -25,7 +25,12 @@ from lmforge.model.config import ModelConfig
 from lmforge.model.flops import parameters
 from lmforge.model.hf_export import stream_export_hf
 from lmforge.model.weights import stream_model_dir
-from lmforge.pipeline.proc_stats import reset_peak_rss, rss_bytes, task_peak_rss_bytes
+from lmforge.pipeline.proc_stats import (
+    release_freed_memory,
+    reset_peak_rss,
+    rss_bytes,
+    task_peak_rss_bytes,
+)
 from lmforge.pipeline.training import checkpoint as ckpt
 from lmforge.pipeline.training.checkpoint_store import open_store
 from lmforge.pipeline.training.shard_format import LAYOUT_FILE, Layout, numel_of
@@ -95,9 +100,11 @@ def _export_in_this_process(
     # The peak is not reset: it is the calling stage's, which reports it when it ends.
     peak, cpu = task_peak_rss_bytes(), time.process_time()
     export_format = write_exports(location, model_cfg, model_dir, hf)
+    rise = max(0, task_peak_rss_bytes() - peak)
+    release_freed_memory()  # the stage's process is a Ray worker that lives on
     return {
         "export_format": export_format,
-        "export_rss_rise_bytes": max(0, task_peak_rss_bytes() - peak),
+        "export_rss_rise_bytes": rise,
         "export_cpu_s": time.process_time() - cpu,
         "export_in_process": True,
     }
