@@ -60,11 +60,12 @@ def test_a_small_model_is_exported_in_this_process_and_loads_strictly(tmp_path, 
         assert ("lm_head.weight" in f.keys()) is not tie_weights  # noqa: SIM118
 
 
-def test_a_large_model_gets_a_task_that_declares_its_memory():
+def test_the_limit_and_the_task_s_memory_follow_the_parameter_count():
+    # Which path a model takes, and what its task declares, without building either model.
     small = ModelConfig(**CFG)
     large = ModelConfig(**{**CFG, "d_model": 2048, "n_head": 16, "n_layer": 24, "d_ff": 8192})
     assert 4 * sum(p.numel() for p in GPT(small).parameters()) <= IN_PROCESS_WEIGHTS
-    params = 24 * (4 * 2048**2 + 2 * 2048 * 8192)  # over 64M: exported in a task
+    params = 24 * (4 * 2048**2 + 2 * 2048 * 8192)  # the blocks' matrices alone: over 64M
     assert 4 * params > IN_PROCESS_WEIGHTS
     assert export_memory(large) > 1.5 * 4 * params
 
