@@ -298,13 +298,12 @@ def export_today(location: str, out: str, size: str) -> None:
 
 
 def export_sharded(location: str, size: str, out: Path) -> tuple[int, float]:
-    """The pretrain stage's export, on a local Ray: its RSS rise and CPU seconds (a task of its
-    own at the full size; the small size's model is exported in this process, as the stage
-    exports models of up to `IN_PROCESS_WEIGHTS`)."""
+    """The pretrain stage's export task, on a local Ray: its RSS rise and CPU seconds (in a task
+    at either size; the stage exports models of up to `IN_PROCESS_WEIGHTS` in its own process)."""
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     try:
         hf = HFExport(out_dir=str(out / "hf"), tokenizer_dir=None, eos_token_id=None)
-        result = export_checkpoint(location, SIZES[size], str(out / "model"), hf)
+        result = export_checkpoint(location, SIZES[size], str(out / "model"), hf, in_process=False)
     finally:
         ray.shutdown()
     return result["export_rss_rise_bytes"], result["export_cpu_s"]

@@ -61,14 +61,21 @@ def export_memory(model_cfg: ModelConfig) -> int:
 
 
 def export_checkpoint(
-    location: str, model_cfg: ModelConfig, model_dir: str, hf: HFExport | None = None
+    location: str,
+    model_cfg: ModelConfig,
+    model_dir: str,
+    hf: HFExport | None = None,
+    *,
+    in_process: bool | None = None,
 ) -> dict:
     """Write `model_dir` (and the HF export) from the checkpoint at `location`, in a Ray task
     on this node (in this process for a small model); returns {"export_format",
     "export_rss_rise_bytes" (the exporting process's peak resident memory above what it held
     when the export started; in this process, how far the export raised its peak),
-    "export_cpu_s", "export_in_process"}."""
-    if 4 * parameters(model_cfg) <= IN_PROCESS_WEIGHTS:
+    "export_cpu_s", "export_in_process"}. in_process: force one path (None: by the size)."""
+    if in_process is None:
+        in_process = 4 * parameters(model_cfg) <= IN_PROCESS_WEIGHTS
+    if in_process:
         return _export_in_this_process(location, model_cfg, model_dir, hf)
     here = ray.get_runtime_context().get_node_id()
     # No CPU of its own: the stage waits on it, and a stage placed on a node without CPUs (a
