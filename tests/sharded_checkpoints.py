@@ -66,3 +66,25 @@ def save_sharded(store, step: int, world: int) -> str:
     texts = {ckpt.STATE_FILE: state.to_json(), LAYOUT_FILE: layout_json(SHAPES, shards, 3)}
     files = {n: meta for s in shards for n, meta in s.files.items()}
     return store.publish(pending, step, texts, files, keep=3)
+
+
+def gpt_checkpoint(root, cfg) -> tuple[str, torch.nn.Module]:
+    """A consolidated checkpoint of a freshly initialised GPT of `cfg` (seed 0) under `root`:
+    (its location, the model)."""
+    from lmforge.model.gpt import GPT
+
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    params = {n: p.detach().clone() for n, p in model.named_parameters()}
+    moments = {f"exp_avg/{n}": torch.zeros_like(p) for n, p in params.items()}
+    state = ckpt.TrainerState(
+        step=3,
+        adam_step=3,
+        sampler_position=0,
+        tokens_seen=0,
+        seed=0,
+        n_windows=1,
+        world_size=1,
+        model_config=cfg.to_dict(),
+    )
+    return str(ckpt.write_checkpoint(root, params, moments, state)), model

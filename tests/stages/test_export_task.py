@@ -6,11 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 from safetensors import safe_open
+from sharded_checkpoints import gpt_checkpoint
 
 from lmforge.model.config import ModelConfig
-from lmforge.model.gpt import GPT
 from lmforge.model.weights import load_model_dir
-from lmforge.pipeline.training import checkpoint as ckpt
 from lmforge.pipeline.training.export import HFExport, export_checkpoint
 
 pytestmark = pytest.mark.slow
@@ -18,13 +17,7 @@ pytestmark = pytest.mark.slow
 
 def test_the_export_task_writes_what_the_in_process_export_writes(tmp_path, local_ray):
     cfg = ModelConfig(vocab_size=96, block_size=16, d_model=32, n_head=2, n_layer=2, d_ff=64)
-    torch.manual_seed(0)
-    model = GPT(cfg)
-    params = {n: p.detach().clone() for n, p in model.named_parameters()}
-    state = ckpt.TrainerState(
-        step=1, adam_step=1, sampler_position=0, tokens_seen=0, seed=0, n_windows=1, world_size=1
-    )
-    location = str(ckpt.write_checkpoint(tmp_path / "checkpoints", params, {}, state))
+    location, model = gpt_checkpoint(tmp_path / "checkpoints", cfg)
     results = {}
     for in_process in (False, True):
         out = tmp_path / str(in_process)

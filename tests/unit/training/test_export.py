@@ -11,11 +11,11 @@ import sys
 import pytest
 import torch
 from safetensors import safe_open
+from sharded_checkpoints import gpt_checkpoint
 
 from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
 from lmforge.model.weights import load_model_dir
-from lmforge.pipeline.training import checkpoint as ckpt
 from lmforge.pipeline.training.export import (
     IN_PROCESS_WEIGHTS,
     HFExport,
@@ -26,28 +26,10 @@ from lmforge.pipeline.training.export import (
 CFG = dict(vocab_size=96, block_size=16, d_model=32, n_head=2, n_layer=2, d_ff=64)
 
 
-def _checkpoint(root, cfg: ModelConfig) -> tuple[str, GPT]:
-    torch.manual_seed(0)
-    model = GPT(cfg)
-    params = {n: p.detach().clone() for n, p in model.named_parameters()}
-    moments = {f"exp_avg/{n}": torch.zeros_like(p) for n, p in params.items()}
-    state = ckpt.TrainerState(
-        step=3,
-        adam_step=3,
-        sampler_position=0,
-        tokens_seen=0,
-        seed=0,
-        n_windows=1,
-        world_size=1,
-        model_config=cfg.to_dict(),
-    )
-    return str(ckpt.write_checkpoint(root, params, moments, state)), model
-
-
 @pytest.mark.parametrize("tie_weights", [True, False])
 def test_a_small_model_is_exported_in_this_process_and_loads_strictly(tmp_path, tie_weights):
     cfg = ModelConfig(**CFG, tie_weights=tie_weights)
-    location, model = _checkpoint(tmp_path / "checkpoints", cfg)
+    location, model = gpt_checkpoint(tmp_path / "checkpoints", cfg)
     hf = HFExport(out_dir=str(tmp_path / "hf"), tokenizer_dir=None, eos_token_id=0)
     result = export_checkpoint(location, cfg, str(tmp_path / "model"), hf)
     assert result["export_in_process"] is True
@@ -73,7 +55,7 @@ def test_the_limit_and_the_task_s_memory_follow_the_parameter_count():
 def test_the_export_does_not_import_torch_s_compiler(tmp_path):
     # Building the model on the meta device to learn its shapes would draw its initial weights
     # there, which imports torch._dynamo: the checkpoint's layout names the shapes instead.
-    location, _ = _checkpoint(tmp_path / "checkpoints", ModelConfig(**CFG))
+    location, _ = gpt_checkpoint(tmp_path / "checkpoints", ModelConfig(**CFG))
     code = (
         "import json, sys\n"
         "from lmforge.model.config import ModelConfig\n"
