@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-from ray.train.torch import TorchConfig, TorchTrainer
+from ray.train.torch import TorchConfig
 
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.training.checkpoint import CheckpointError
@@ -36,6 +36,7 @@ from lmforge.pipeline.training.fault import FaultInjection
 from lmforge.pipeline.training.job import TrainingJob, train_loop_per_worker
 from lmforge.pipeline.training.ray_checkpoint import pointed_location
 from lmforge.pipeline.training.remote_checkpoints import is_remote
+from lmforge.pipeline.training.trainer import PipelineTrainer
 
 
 def _location(directory: str | os.PathLike) -> str | os.PathLike:
@@ -87,7 +88,7 @@ def run_pretraining(
         fault=fault,
     )
     name = run_name or f"pretrain-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    trainer = TorchTrainer(
+    trainer = PipelineTrainer(
         train_loop_per_worker,
         train_loop_config={"job": job},
         scaling_config=scaling_config(train_cfg),

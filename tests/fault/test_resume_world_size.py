@@ -58,6 +58,8 @@ def test_a_2_worker_zero1_run_the_demo_layout_continues_from_its_checkpoint(
 ):
     # The tiny preset trains under ZeRO 1 (conf/deepspeed/zero1.json, gradients not copied into
     # a contiguous buffer): its partitions of fp32 weights and Adam moments must restore too.
+    # Neither run starts Ray Data's DatasetManager actor (`PipelineTrainer`).
+    managers_before = _actors_of_class("DatasetManager")
     checkpoints = tmp_path / "checkpoints"
     first = runs.train("zero1", train_config(max_steps=6, zero_stage=1), checkpoint_dir=checkpoints)
     assert first["steps"] == 6 and first["resumed_from_step"] is None
@@ -67,3 +69,13 @@ def test_a_2_worker_zero1_run_the_demo_layout_continues_from_its_checkpoint(
     )
     assert resumed["resumed_from_step"] == 6 and resumed["world_size"] == 2
     assert_same_losses(resumed["losses"], reference["losses"])
+    assert len(_actors_of_class("TrainController")) >= 2  # the runs went through Ray Train
+    assert _actors_of_class("DatasetManager") == managers_before
+
+
+def _actors_of_class(name: str) -> set[str]:
+    """Ids of the actors of class `name` this Ray session has had, dead ones included (the
+    GCS's actor table: the state API needs the dashboard, which these tests leave out)."""
+    from ray._private import state
+
+    return {key for key, actor in state.actors().items() if actor["ActorClassName"] == name}
