@@ -9,9 +9,11 @@ seed changed) and the bar of the demo is checked on its artifacts:
   4-gram repeated more than 3 times in one completion;
 - top-p completions: word distinct-2 of their pooled words at least 0.5.
 
-Prints a table and, last, one JSON line: {"bench": "demo_quality", "seeds": [...], per-seed
-figures, the worst value of each figure over the seeds, "met": {figure: bool}, "all_met": bool,
-"seconds": [...]}. Takes about 4 minutes per seed on 2 cores.
+Prints a table, each seed's most repetitive greedy completion and, last, one JSON line:
+{"bench": "demo_quality", "seeds": [...], per-seed figures (with that completion), the worst
+value of each figure over the seeds, "met": {figure: bool}, "all_met": bool,
+"seconds": [...]}. Takes 4-5 minutes per seed on 2 cores of the Intel machine, about 12 on
+the slower AMD one (README).
 
     .venv/bin/python bench/demo_quality.py [--seeds 1337 0 1] [--override K=V ...]
 
@@ -39,16 +41,32 @@ BAR = {
 }
 
 
-def stage_summary(workdir: Path, stage: str) -> dict:
-    """The summary in the manifest of `stage`'s artifact of the workdir's latest run."""
+def stage_artifact(workdir: Path, stage: str) -> Path:
+    """The artifact directory of `stage` in the workdir's latest run."""
     proc = subprocess.run(
         [sys.executable, "-m", "lmforge.pipeline.cli", "status", "--json", f"workdir={workdir}"],
         capture_output=True,
         text=True,
         check=True,
     )
-    entry = next(e for e in json.loads(proc.stdout) if e["stage"] == stage)
-    return json.loads((Path(entry["artifact"]) / "manifest.json").read_text())["summary"]
+    return Path(next(e for e in json.loads(proc.stdout) if e["stage"] == stage)["artifact"])
+
+
+def stage_summary(workdir: Path, stage: str) -> dict:
+    """The summary in the manifest of `stage`'s artifact of the workdir's latest run."""
+    return json.loads((stage_artifact(workdir, stage) / "manifest.json").read_text())["summary"]
+
+
+def most_repetitive_greedy(samples: Path) -> str:
+    """The greedy prompt and completion of `samples.jsonl` whose most frequent word 4-gram
+    occurs most often: the one that decides `greedy_max_word_4gram_count` (the workdir is gone
+    after the bench, so a failing seed shows what its model wrote)."""
+    from lmforge.pipeline.probes.diversity import max_ngram_count
+
+    records = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
+    greedy = [r for r in records if r["mode"] == "greedy"]
+    worst = max(greedy, key=lambda r: max_ngram_count(r["completion"].split(), 4))
+    return worst["prompt"] + worst["completion"]
 
 
 def run_seed(root: Path, seed: int, overrides: list[str]) -> dict:
@@ -79,6 +97,9 @@ def run_seed(root: Path, seed: int, overrides: list[str]) -> dict:
         "greedy_max_word_4gram_count": sample["greedy_max_word_4gram_count"],
         "top_p_word_distinct_2": sample["top_p_word_distinct_2"],
         "seconds": round(seconds, 1),
+        "most_repetitive_greedy": most_repetitive_greedy(
+            stage_artifact(workdir, "sample") / "samples.jsonl"
+        ),
     }
 
 
@@ -95,6 +116,10 @@ def main() -> None:
     for seed, figures in per_seed.items():
         cells = "".join(f"{figures[name]:>24.3f}" for name in BAR)
         print(f"{seed:>6}{cells}{figures['seconds']:>9.0f}")
+    for seed, figures in per_seed.items():
+        print(
+            f"seed {seed}, most repetitive greedy completion: {figures['most_repetitive_greedy']!r}"
+        )
     worst, met = {}, {}
     for name, (direction, threshold) in BAR.items():
         values = [figures[name] for figures in per_seed.values()]
