@@ -41,20 +41,20 @@ BAR = {
 }
 
 
-def stage_artifact(workdir: Path, stage: str) -> Path:
-    """The artifact directory of `stage` in the workdir's latest run."""
+def stage_artifacts(workdir: Path) -> dict[str, Path]:
+    """The artifact directory of each stage of the workdir's latest run (one `lmforge status`)."""
     proc = subprocess.run(
         [sys.executable, "-m", "lmforge.pipeline.cli", "status", "--json", f"workdir={workdir}"],
         capture_output=True,
         text=True,
         check=True,
     )
-    return Path(next(e for e in json.loads(proc.stdout) if e["stage"] == stage)["artifact"])
+    return {e["stage"]: Path(e["artifact"]) for e in json.loads(proc.stdout)}
 
 
-def stage_summary(workdir: Path, stage: str) -> dict:
-    """The summary in the manifest of `stage`'s artifact of the workdir's latest run."""
-    return json.loads((stage_artifact(workdir, stage) / "manifest.json").read_text())["summary"]
+def artifact_summary(artifact: Path) -> dict:
+    """The summary in an artifact's manifest."""
+    return json.loads((artifact / "manifest.json").read_text())["summary"]
 
 
 def most_repetitive_greedy(samples: Path) -> str:
@@ -88,7 +88,8 @@ def run_seed(root: Path, seed: int, overrides: list[str]) -> dict:
         stdout=subprocess.DEVNULL,
     )
     seconds = time.time() - started
-    ppl, sample = stage_summary(workdir, "perplexity"), stage_summary(workdir, "sample")
+    artifacts = stage_artifacts(workdir)
+    ppl, sample = artifact_summary(artifacts["perplexity"]), artifact_summary(artifacts["sample"])
     return {
         "val_perplexity": ppl["val_perplexity"],
         "val_to_bigram": ppl["val_perplexity"] / ppl["bigram_perplexity"],
@@ -97,9 +98,7 @@ def run_seed(root: Path, seed: int, overrides: list[str]) -> dict:
         "greedy_max_word_4gram_count": sample["greedy_max_word_4gram_count"],
         "top_p_word_distinct_2": sample["top_p_word_distinct_2"],
         "seconds": round(seconds, 1),
-        "most_repetitive_greedy": most_repetitive_greedy(
-            stage_artifact(workdir, "sample") / "samples.jsonl"
-        ),
+        "most_repetitive_greedy": most_repetitive_greedy(artifacts["sample"] / "samples.jsonl"),
     }
 
 

@@ -22,7 +22,7 @@ class PipelineTrainer(TorchTrainer):
     called and the trainer is Ray Train's own.
     """
 
-    def _create_default_callbacks(self):  # noqa: ANN202 - Ray Train's own return type
+    def _create_default_callbacks(self):
         return without_dataset_callbacks(super()._create_default_callbacks(), self.datasets)
 
 
