@@ -9,13 +9,18 @@ seed changed) and the bar of the demo is checked on its artifacts:
   4-gram repeated more than 3 times in one completion;
 - top-p completions: word distinct-2 of their pooled words at least 0.5.
 
-Prints a table, each seed's most repetitive greedy completion and, last, one JSON line:
-{"bench": "demo_quality", "seeds": [...], per-seed figures (with that completion), the worst
-value of each figure over the seeds, "met": {figure: bool}, "all_met": bool,
-"seconds": [...]}. Takes 4-5 minutes per seed on 2 cores of the Intel machine, about 12 on
-the slower AMD one (README).
+Four prompts decide the greedy bar, so a model that loops on one prompt in five passes or fails
+it by luck; each seed's model is also scored on about 200 sentence starts of its validation split
+(`greedy_loops.py`): the share of greedy completions that loop, with its 95% interval.
+
+Prints a table, each seed's most repetitive greedy completion and loop rate and, last, one JSON
+line: {"bench": "demo_quality", "seeds": [...], per-seed figures (with that completion and the
+"greedy_loops" figures), the worst value of each figure over the seeds, "met": {figure: bool},
+"all_met": bool, "seconds": [...]}. Takes 4-5 minutes per seed on 2 cores of the Intel
+machine, about 12 on the slower AMD one (README).
 
     .venv/bin/python bench/demo_quality.py [--seeds 1337 0 1] [--override K=V ...]
+        [--loop-prompts 200]
 
 `--override` passes preset changes to every run (e.g. `train.max_steps=1200`), to try a preset
 before it is written into `conf/preset/tiny.yaml`.
@@ -31,6 +36,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from greedy_loops import measure as greedy_loop_figures  # noqa: E402
+from greedy_loops import stage_artifacts  # noqa: E402
+
 BAR = {
     # figure: (worst-case direction, threshold)
     "val_to_bigram": ("max", 0.5),
@@ -39,17 +48,6 @@ BAR = {
     "greedy_max_word_4gram_count": ("max", 3),
     "top_p_word_distinct_2": ("min", 0.5),
 }
-
-
-def stage_artifacts(workdir: Path) -> dict[str, Path]:
-    """The artifact directory of each stage of the workdir's latest run (one `lmforge status`)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "lmforge.pipeline.cli", "status", "--json", f"workdir={workdir}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return {e["stage"]: Path(e["artifact"]) for e in json.loads(proc.stdout)}
 
 
 def artifact_summary(artifact: Path) -> dict:
@@ -69,7 +67,7 @@ def most_repetitive_greedy(samples: Path) -> str:
     return worst["prompt"] + worst["completion"]
 
 
-def run_seed(root: Path, seed: int, overrides: list[str]) -> dict:
+def run_seed(root: Path, seed: int, overrides: list[str], loop_prompts: int) -> dict:
     """Train and evaluate the tiny preset with `train.seed=seed`; its bar figures and seconds."""
     workdir = root / f"seed-{seed}"
     started = time.time()
@@ -99,6 +97,7 @@ def run_seed(root: Path, seed: int, overrides: list[str]) -> dict:
         "top_p_word_distinct_2": sample["top_p_word_distinct_2"],
         "seconds": round(seconds, 1),
         "most_repetitive_greedy": most_repetitive_greedy(artifacts["sample"] / "samples.jsonl"),
+        "greedy_loops": greedy_loop_figures(artifacts, loop_prompts),
     }
 
 
@@ -108,9 +107,17 @@ def main() -> None:
     parser.add_argument(
         "--override", nargs="*", default=[], metavar="KEY=VALUE", help="preset changes"
     )
+    parser.add_argument(
+        "--loop-prompts",
+        type=int,
+        default=200,
+        help="validation sentence starts for each seed's greedy loop rate (greedy_loops.py)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lmforge-bench-demo-") as tmp:
-        per_seed = {seed: run_seed(Path(tmp), seed, args.override) for seed in args.seeds}
+        per_seed = {
+            seed: run_seed(Path(tmp), seed, args.override, args.loop_prompts) for seed in args.seeds
+        }
     print(f"{'seed':>6}" + "".join(f"{name[:22]:>24}" for name in BAR) + f"{'seconds':>9}")
     for seed, figures in per_seed.items():
         cells = "".join(f"{figures[name]:>24.3f}" for name in BAR)
@@ -118,6 +125,12 @@ def main() -> None:
     for seed, figures in per_seed.items():
         print(
             f"seed {seed}, most repetitive greedy completion: {figures['most_repetitive_greedy']!r}"
+        )
+        loops = figures["greedy_loops"]
+        low, high = loops["greedy_loop_rate_ci"]
+        print(
+            f"seed {seed}, greedy loop rate over {loops['greedy_loop_prompts']} prompts: "
+            f"{loops['greedy_loop_rate']:.3f} (95% {low:.3f}-{high:.3f})"
         )
     worst, met = {}, {}
     for name, (direction, threshold) in BAR.items():
