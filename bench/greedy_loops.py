@@ -34,7 +34,8 @@ _WORD = re.compile(r"[A-Za-z,]+")
 
 def sentence_starts(texts: Iterable[str], n: int, words: int = 3) -> list[str]:
     """Up to `n` distinct openings (`words` plain words) of sentences of at least twice as many
-    words that begin with a capitalised word, spread evenly over their sorted order."""
+    words that begin with a capitalised word, spread evenly over their sorted order (from the
+    first to near the last, not the first `n`)."""
     starts: set[str] = set()
     for text in texts:
         for sentence in _SENTENCE_END.split(text.replace("\n", " ")):
@@ -44,8 +45,9 @@ def sentence_starts(texts: Iterable[str], n: int, words: int = 3) -> list[str]:
             if all(_WORD.fullmatch(t) for t in tokens[:words]):
                 starts.add(" ".join(tokens[:words]))
     ordered = sorted(starts)
-    step = max(1, len(ordered) // n) if n else 1
-    return ordered[::step][:n]
+    if len(ordered) <= n:
+        return ordered
+    return [ordered[i * len(ordered) // n] for i in range(n)]
 
 
 def loops(completion: str) -> bool:

@@ -36,6 +36,9 @@ def test_sentence_starts_spread_over_the_sorted_openings():
     texts = [t.replace("Word", "Wor") for t in texts]  # "Wora" ... "Worj": plain words
     starts = bench.sentence_starts(texts, 5)
     assert starts == [f"Wor{c} alpha beta" for c in "acegi"]
+    # 10 openings for 4 prompts: indices 0, 2, 5, 7 reach the end of the sorted list.
+    assert bench.sentence_starts(texts, 4) == [f"Wor{c} alpha beta" for c in "acfh"]
+    assert len(bench.sentence_starts(texts, 20)) == 10
     assert bench.sentence_starts(texts, 0) == []
 
 
