@@ -5,9 +5,9 @@ prompt in five passes or fails it by the luck of those four. This scores a workd
 the sentence starts of its own validation split (the first three words of every sentence that
 opens with a capitalised word, a spread of `--prompts` of them, plus the four sample prompts),
 greedy, as many new tokens as the sample stage gave (the default when the run stopped before it),
-and reports the loop rate: the share of
-completions that repeat a word 4-gram more than 3 times (the bar's test for one completion),
-with a 95% Wilson interval, and the mean of the completions' most repeated 4-gram counts.
+and reports the loop rate: the share of completions that repeat a word 4-gram more than 3 times
+(the bar's test for one completion), with a 95% Wilson interval, the mean of the completions'
+most repeated 4-gram counts, and the most repetitive completion.
 
     .venv/bin/python bench/greedy_loops.py WORKDIR [--prompts 200]
 
@@ -68,18 +68,21 @@ def wilson_interval(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def loop_figures(completions: Sequence[str]) -> dict:
-    """Loop rate (with its interval) and mean most-repeated 4-gram count of completions."""
+def loop_figures(prompts: Sequence[str], completions: Sequence[str]) -> dict:
+    """Loop rate (with its interval), mean most-repeated 4-gram count and the most repetitive
+    prompt + completion of the completions of `prompts`."""
     from lmforge.pipeline.probes.diversity import max_ngram_count
 
     hits = sum(loops(c) for c in completions)
-    low, high = wilson_interval(hits, len(completions))
     counts = [max_ngram_count(c.split(), 4) for c in completions]
+    low, high = wilson_interval(hits, len(completions))
+    worst = max(range(len(counts)), key=counts.__getitem__)
     return {
         "greedy_loop_rate": round(hits / len(completions), 4),
         "greedy_loop_rate_ci": [round(low, 4), round(high, 4)],
         "greedy_loop_prompts": len(completions),
         "greedy_mean_max_4gram_count": round(sum(counts) / len(counts), 3),
+        "most_repetitive": prompts[worst] + completions[worst],
     }
 
 
@@ -98,7 +101,6 @@ def measure(artifacts: dict[str, Path], n_prompts: int) -> dict:
     import torch
 
     from lmforge.model.generate import SamplingConfig
-    from lmforge.pipeline.probes.diversity import max_ngram_count
     from lmforge.pipeline.sources.parquet_shards import iter_texts
     from lmforge.pipeline.stages.trained_model import TrainedModel
 
@@ -111,10 +113,7 @@ def measure(artifacts: dict[str, Path], n_prompts: int) -> dict:
     with torch.no_grad():
         for i in range(0, len(prompts), 32):
             completions += model.complete(prompts[i : i + 32], sampling)
-    figures = loop_figures(completions)
-    worst = max(range(len(prompts)), key=lambda i: max_ngram_count(completions[i].split(), 4))
-    figures["most_repetitive"] = prompts[worst] + completions[worst]
-    return figures
+    return loop_figures(prompts, completions)
 
 
 def stage_artifacts(workdir: Path) -> dict[str, Path]:

@@ -57,11 +57,13 @@ def test_wilson_interval_matches_known_values():
 
 
 def test_loop_figures_count_the_looping_share():
-    figures = bench.loop_figures([" of items" * 5, " a b c d", " x y" * 6, " p q r s t"])
+    completions = [" of items" * 5, " a b c d", " x y" * 6, " p q r s t"]
+    figures = bench.loop_figures(["A", "B", "C", "D"], completions)
     assert figures["greedy_loop_rate"] == 0.5
     assert figures["greedy_loop_prompts"] == 4
     low, high = figures["greedy_loop_rate_ci"]
     assert low < 0.5 < high
+    assert figures["most_repetitive"] == "C" + " x y" * 6  # "x y x y" occurs 5 times
 
 
 LOOP = "it is a list " * 40
