@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from fault.training_runs import BASE, assert_same_losses, train_config
+from fault.training_runs import BASE, MODEL, assert_same_losses, train_config
 
 from lmforge.pipeline.training.checkpoint import MARKER, latest_valid_checkpoint
 from lmforge.pipeline.training.driver import PretrainingError
@@ -41,6 +41,7 @@ def test_2_then_1_then_2_workers_and_zero2_then_zero3_continue_the_same_run(
     assert two["resumed_from_step"] == 8 and two["world_size"] == 2
     assert _layout(checkpoints / "step_000012")["zero_stage"] == 3
     assert two["steps"] == BASE.max_steps
+    assert two["tokens"] == BASE.max_steps * BASE.global_batch_size * MODEL.block_size
     assert_same_losses(two["losses"], reference["losses"])
 
 
