@@ -22,11 +22,15 @@ log = logging.getLogger(__name__)
 
 TOKEN_FILE = ".ray_token"
 AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
-LOCAL_DEFAULTS = {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
+LOCAL_DEFAULTS = {
+    "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
+    "LMFORGE_TRAIN_RESOURCE_REQUESTS": "0",
+}
 """Settings of a local runtime, unless the caller's environment sets them. Ray Train's preemption
 watcher is one more actor process that asks the GCS every 5 s for nodes being drained: a local
 runtime has one node and ends with its run, so it only takes CPU from the training ranks as they
-start (about 2 s of CPU a run on two cores)."""
+start (about 2 s of CPU a run on two cores). Nor has it an autoscaler to ask for the ranks'
+resources (`training.trainer.RESOURCE_REQUESTS_ENV`)."""
 _saved_env: dict[str, str | None] = {}
 """The caller's values of the variables a local runtime sets (its auth and `LOCAL_DEFAULTS`),
 restored at shutdown."""

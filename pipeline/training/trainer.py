@@ -1,29 +1,49 @@
-"""Ray Train's `TorchTrainer` without the Ray Data helper actor that our runs never use.
+"""Ray Train's `TorchTrainer` without the helper actors that our runs never use.
 
 Ray Train (v2) starts a `DatasetManager` actor for every run, also for one given no Ray Data
 `datasets` (ours read token shards themselves): one more Python process that imports Ray Data
 while the ranks start, about 1.5 s of CPU on a 2-core machine (3 s on a slower one) taken from
 the ranks' own start-up, and about 150 MB of memory for the run's length. Without datasets,
-`PipelineTrainer` leaves out the callback that starts it; everything else is Ray Train's.
+`PipelineTrainer` leaves out the callback that starts it.
+
+Before it starts the ranks, Ray Train's controller also asks Ray Data's autoscaling coordinator
+(a detached actor, started on first use) to reserve the workers' resources, and waits for the
+answer: on a cluster with an autoscaler that is how the cluster grows for the run. A local
+runtime has no autoscaler, and the coordinator is one more process importing Ray Data on the
+critical path of every run (2.7 s from the controller's start to the ranks' on a slower 2-core
+machine). Where `RESOURCE_REQUESTS_ENV` is "0" (what a local runtime sets,
+`ray_runtime.LOCAL_DEFAULTS`), the fixed-size policy runs without those requests. Everything else
+is Ray Train's.
 """
 
 from __future__ import annotations
+
+import os
 
 from ray.train.torch import TorchTrainer
 
 DATASETS_CALLBACK = "DatasetsCallback"
 """Ray Train's callback that starts the `DatasetManager` actor and hands out dataset shards."""
+RESOURCE_REQUESTS_ENV = "LMFORGE_TRAIN_RESOURCE_REQUESTS"
+""""0": Ray Train asks no autoscaling coordinator for its workers (a cluster without autoscaler)."""
 
 
 class PipelineTrainer(TorchTrainer):
-    """A `TorchTrainer` that starts no `DatasetManager` when it was given no datasets.
+    """A `TorchTrainer` that starts no `DatasetManager` when it was given no datasets, and asks
+    no autoscaling coordinator for its workers where `RESOURCE_REQUESTS_ENV` is "0".
 
-    `_create_default_callbacks` is Ray Train v2's; under another version the override is never
-    called and the trainer is Ray Train's own.
+    `_create_default_callbacks` and `_initialize_and_run_controller` are Ray Train v2's; under
+    another version the overrides are never called and the trainer is Ray Train's own.
     """
 
     def _create_default_callbacks(self):
         return without_dataset_callbacks(super()._create_default_callbacks(), self.datasets)
+
+    def _initialize_and_run_controller(self, **controller_init_kwargs):
+        policy = controller_init_kwargs.get("scaling_policy")
+        if policy is not None and os.environ.get(RESOURCE_REQUESTS_ENV) == "0":
+            controller_init_kwargs["scaling_policy"] = without_resource_requests(policy)
+        return super()._initialize_and_run_controller(**controller_init_kwargs)
 
 
 def without_dataset_callbacks(callbacks: list, datasets: dict | None) -> list:
@@ -31,3 +51,35 @@ def without_dataset_callbacks(callbacks: list, datasets: dict | None) -> list:
     if datasets:
         return callbacks
     return [cb for cb in callbacks if type(cb).__name__ != DATASETS_CALLBACK]
+
+
+try:  # Ray Train v2's fixed-size policy; under another version runs keep Ray Train's policy
+    from ray.train.v2._internal.execution.scaling_policy.fixed import FixedScalingPolicy
+except ImportError:  # pragma: no cover - depends on the installed Ray
+    FixedScalingPolicy = None
+
+
+def without_resource_requests(policy):
+    """`policy` if it is not Ray Train's fixed-size one, else that policy without autoscaling
+    requests: the same scaling decisions, no coordinator actor asked or started."""
+    if FixedScalingPolicy is None or type(policy) is not FixedScalingPolicy:
+        return policy
+    return FixedScalingWithoutRequests(policy.scaling_config)
+
+
+if FixedScalingPolicy is not None:
+
+    class FixedScalingWithoutRequests(FixedScalingPolicy):
+        """Ray Train's fixed-size policy that never asks the autoscaling coordinator."""
+
+        def after_controller_start(self, train_run_context) -> None:
+            pass
+
+        def _maybe_send_resource_request(self) -> None:
+            pass
+
+        def _send_resource_request(self) -> None:
+            pass
+
+        def _cancel_resource_request(self) -> None:
+            pass

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import ray
 from fault.training_runs import BASE, Runs, write_token_shards
+
+from lmforge.pipeline.ray_runtime import LOCAL_DEFAULTS
+from lmforge.pipeline.training.trainer import RESOURCE_REQUESTS_ENV
 
 
 @pytest.fixture(scope="session")
@@ -16,9 +20,16 @@ def token_shards(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def ray_session():
+    """A local runtime as the pipeline's: Ray Train asks no autoscaling coordinator."""
+    saved = os.environ.get(RESOURCE_REQUESTS_ENV)
+    os.environ[RESOURCE_REQUESTS_ENV] = LOCAL_DEFAULTS[RESOURCE_REQUESTS_ENV]
     ray.init(address="local", num_cpus=2, include_dashboard=False)
     yield
     ray.shutdown()
+    if saved is None:
+        os.environ.pop(RESOURCE_REQUESTS_ENV, None)
+    else:
+        os.environ[RESOURCE_REQUESTS_ENV] = saved
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,8 @@ def test_a_2_worker_zero1_run_the_demo_layout_continues_from_its_checkpoint(
 ):
     # The tiny preset trains under ZeRO 1 (conf/deepspeed/zero1.json, gradients not copied into
     # a contiguous buffer): its partitions of fp32 weights and Adam moments must restore too.
-    # Neither run starts Ray Data's DatasetManager actor (`PipelineTrainer`).
+    # Neither run starts Ray Data's DatasetManager actor, nor (on this local runtime, as the
+    # pipeline's) its autoscaling coordinator (`PipelineTrainer`).
     managers_before = _actors_of_class("DatasetManager")
     checkpoints = tmp_path / "checkpoints"
     first = runs.train("zero1", train_config(max_steps=6, zero_stage=1), checkpoint_dir=checkpoints)
@@ -55,6 +56,7 @@ def test_a_2_worker_zero1_run_the_demo_layout_continues_from_its_checkpoint(
     assert_same_losses(resumed["losses"], reference["losses"])
     assert len(_actors_of_class("TrainController")) >= 2  # the runs went through Ray Train
     assert _actors_of_class("DatasetManager") == managers_before
+    assert not _actors_of_class("_AutoscalingCoordinatorActor")
 
 
 def _actors_of_class(name: str) -> set[str]:

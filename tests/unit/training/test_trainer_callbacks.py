@@ -32,3 +32,44 @@ def test_ray_train_still_has_the_callback_and_the_method_the_override_relies_on(
 
     assert RayDatasetsCallback.__name__ == DATASETS_CALLBACK
     assert callable(DataParallelTrainer._create_default_callbacks)
+
+
+def test_the_fixed_size_policy_keeps_its_decisions_and_asks_no_coordinator():
+    from ray.train import ScalingConfig
+    from ray.train.v2._internal.execution.scaling_policy import ResizeDecision
+    from ray.train.v2._internal.execution.scaling_policy.fixed import FixedScalingPolicy
+
+    from lmforge.pipeline.training.trainer import without_resource_requests
+
+    scaling = ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1})
+    policy = without_resource_requests(FixedScalingPolicy(scaling))
+    assert isinstance(policy, FixedScalingPolicy) and type(policy) is not FixedScalingPolicy
+    assert policy.make_decision_for_non_running_worker_group() == ResizeDecision(
+        num_workers=2, resources_per_worker={"CPU": 1}
+    )
+    # Ray's own policy would create the coordinator's client here and ask it (needs Ray up).
+    policy.after_controller_start(train_run_context=None)
+    policy.before_controller_abort()
+    assert policy._coordinator_client is None
+
+
+def test_a_policy_that_is_not_the_fixed_size_one_is_left_as_it_is():
+    from ray.train import ScalingConfig
+    from ray.train.v2._internal.execution.scaling_policy.fixed import FixedScalingPolicy
+
+    from lmforge.pipeline.training.trainer import without_resource_requests
+
+    class Elastic(FixedScalingPolicy):
+        pass
+
+    elastic = Elastic(ScalingConfig(num_workers=2))
+    assert without_resource_requests(elastic) is elastic
+
+
+def test_ray_train_still_passes_the_policy_the_override_replaces():
+    import inspect
+
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+    assert "scaling_policy=" in inspect.getsource(DataParallelTrainer.fit)
+    assert callable(DataParallelTrainer._initialize_and_run_controller)
