@@ -73,3 +73,10 @@ def test_ray_train_still_passes_the_policy_the_override_replaces():
 
     assert "scaling_policy=" in inspect.getsource(DataParallelTrainer.fit)
     assert callable(DataParallelTrainer._initialize_and_run_controller)
+
+
+def test_a_local_runtime_turns_the_requests_off():
+    from lmforge.pipeline.ray_runtime import LOCAL_DEFAULTS
+    from lmforge.pipeline.training.trainer import RESOURCE_REQUESTS_ENV
+
+    assert LOCAL_DEFAULTS[RESOURCE_REQUESTS_ENV] == "0"
