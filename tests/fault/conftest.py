@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -21,15 +20,11 @@ def token_shards(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def ray_session():
     """A local runtime as the pipeline's: Ray Train asks no autoscaling coordinator."""
-    saved = os.environ.get(RESOURCE_REQUESTS_ENV)
-    os.environ[RESOURCE_REQUESTS_ENV] = LOCAL_DEFAULTS[RESOURCE_REQUESTS_ENV]
-    ray.init(address="local", num_cpus=2, include_dashboard=False)
-    yield
-    ray.shutdown()
-    if saved is None:
-        os.environ.pop(RESOURCE_REQUESTS_ENV, None)
-    else:
-        os.environ[RESOURCE_REQUESTS_ENV] = saved
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(RESOURCE_REQUESTS_ENV, LOCAL_DEFAULTS[RESOURCE_REQUESTS_ENV])
+        ray.init(address="local", num_cpus=2, include_dashboard=False)
+        yield
+        ray.shutdown()
 
 
 @pytest.fixture(scope="module")
