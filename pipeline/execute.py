@@ -126,7 +126,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
     warning = _close_run(
         tracker,
         {**summary, **estimate_metrics(estimate)},
-        lambda: _manifest_file(store, task.stage, task.key),
+        lambda: _log_manifest(tracker, store, task.stage, task.key),
     )
     return {
         "artifact": str(final),
@@ -170,14 +170,19 @@ def _manifest(store, stage: str, key: str) -> dict[str, Any]:
     return manifest
 
 
-def _manifest_file(store, stage: str, key: str) -> Path:
-    """The committed manifest as a local file named `manifest.json` (to log it to MLflow)."""
+def _log_manifest(tracker: RunTracker, store, stage: str, key: str) -> None:
+    """Log the committed manifest to the run as `manifest.json`.
+
+    A bucket store's manifest is copied to a temporary file first, removed once logged.
+    """
     local = store.path(stage, key)
     if isinstance(local, Path) and (local / MANIFEST).is_file():
-        return local / MANIFEST
-    copy = Path(tempfile.mkdtemp(prefix="lmforge-manifest-")) / MANIFEST
-    copy.write_text(json.dumps(store.manifest(stage, key), indent=2, sort_keys=True))
-    return copy
+        tracker.log_artifact(local / MANIFEST)
+        return
+    with tempfile.TemporaryDirectory(prefix="lmforge-manifest-") as tmp:
+        copy = Path(tmp) / MANIFEST
+        copy.write_text(json.dumps(store.manifest(stage, key), indent=2, sort_keys=True))
+        tracker.log_artifact(copy)
 
 
 CLOSE_RETRY_DELAYS_S = (0.5, 2.0, 5.0)
@@ -185,7 +190,7 @@ CLOSE_RETRY_DELAYS_S = (0.5, 2.0, 5.0)
 
 
 def _close_run(
-    tracker: RunTracker, summary: dict[str, Any], manifest_file: Callable[[], Path]
+    tracker: RunTracker, summary: dict[str, Any], log_manifest: Callable[[], None]
 ) -> str | None:
     """Log metrics and the manifest, then mark the run FINISHED; None, or what failed."""
     numeric = {
@@ -193,7 +198,7 @@ def _close_run(
     }
     steps = {
         "log metrics": lambda: tracker.log_metrics(numeric),
-        "log the manifest": lambda: tracker.log_artifact(manifest_file()),
+        "log the manifest": log_manifest,
         "mark the run FINISHED": lambda: tracker.terminate("FINISHED"),
     }
     failures = []

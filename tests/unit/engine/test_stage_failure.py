@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from lmforge.pipeline.execute import StageTask, execute_stage
@@ -37,7 +39,7 @@ def throwaway_stages():
 PASSWORD = "s3cret-Pa55"
 
 
-def _task(name, workdir, sections=None):
+def _task(name, workdir, sections=None, store_uri=None):
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     mlflow = client(uri)
     experiment = ensure_experiment(mlflow, "test", (workdir / "art").as_uri())
@@ -50,7 +52,7 @@ def _task(name, workdir, sections=None):
         typed_config={},
         input_keys={},
         workdir=str(workdir),
-        store_uri=None,
+        store_uri=store_uri,
         tracking_uri=uri,
         mlflow_run_id=run.info.run_id,
     )
@@ -77,6 +79,25 @@ def test_a_stage_that_succeeds_is_committed_with_its_summary_and_finished(workdi
     assert manifest["mlflow_run_id"] == task.mlflow_run_id
     assert result["artifact"].endswith("_writes_one_file/k1")
     assert mlflow.get_run(task.mlflow_run_id).info.status == "FINISHED"
+
+
+def test_a_stage_committed_to_a_bucket_logs_its_manifest_and_leaves_no_temporary_copy(
+    workdir, s3_in_env, tmp_path, monkeypatch
+):
+    """The run gets the bucket's manifest as `manifest.json`; the local copy made to log it is
+    removed (one was left in the temporary directory per stage)."""
+    import json
+    import tempfile
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    task, mlflow = _task("_writes_one_file", workdir, store_uri="s3://lmforge/store")
+    execute_stage(task)
+    assert mlflow.get_run(task.mlflow_run_id).info.status == "FINISHED"
+    logged = mlflow.download_artifacts(task.mlflow_run_id, "manifest.json", str(tmp_path))
+    assert json.loads(Path(logged).read_text())["summary"] == {"n": 1}
+    assert [p.name for p in scratch.iterdir()] == []
 
 
 def test_secrets_in_a_stage_config_or_error_are_masked_in_its_manifest_and_run(workdir):
