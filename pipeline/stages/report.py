@@ -133,7 +133,7 @@ def report(ctx: StageContext) -> dict:
             paragraphs=["From the clean stage's datasheet:"],
             table=_table(
                 m["clean"],
-                ["docs_in", "docs_out", "train_docs", "val_docs", "dedup_index_bytes_per_doc"],
+                ["docs_in", "docs_out", "train_docs", "val_docs"],
             ),
             bullets=[f"dropped {k}: {v}" for k, v in m["clean"]["dropped_by_reason"].items()],
         ),
