@@ -8,6 +8,7 @@ every run on two cores). Here the entry point imports `worker` only once it runs
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from lmforge.model.config import ModelConfig
@@ -42,6 +43,16 @@ class TrainingJob:
 
 def train_loop_per_worker(config: dict) -> None:
     """Ray Train entry point; `config["job"]` is a TrainingJob."""
+    name_deepspeed_accelerator(config["job"].train)
     from lmforge.pipeline.training.worker import run_worker
 
     run_worker(config["job"])
+
+
+def name_deepspeed_accelerator(cfg: TrainConfig) -> None:
+    """Tell DeepSpeed a CPU run's accelerator before it is imported (unless the environment
+    names one): left to detect it, DeepSpeed warns on every rank that it found no GPU ("If you
+    have GPU or other accelerator, we were unable to detect it"), which reads as a fault in a run
+    meant for CPUs, and on a machine with a GPU it would pick CUDA for a run on CPUs."""
+    if not cfg.use_gpu:
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")

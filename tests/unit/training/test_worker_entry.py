@@ -4,6 +4,8 @@ worker (4.5 s on the critical path of every run on two cores, and about 60 MB of
 
 from __future__ import annotations
 
+import os
+
 from import_check import loaded_by_import
 
 from lmforge.pipeline.training.job import TrainingJob, train_loop_per_worker
@@ -20,3 +22,35 @@ def test_ray_train_is_given_the_light_entry_point():
     assert driver.train_loop_per_worker is train_loop_per_worker
     assert driver.TrainingJob is TrainingJob
     assert train_loop_per_worker.__module__ == "lmforge.pipeline.training.job"
+
+
+def test_a_cpu_run_names_deepspeeds_accelerator_so_no_rank_warns_of_a_missing_gpu():
+    import subprocess
+    import sys
+
+    code = (
+        "from lmforge.pipeline.training.config import TrainConfig\n"
+        "from lmforge.pipeline.training.job import name_deepspeed_accelerator\n"
+        "name_deepspeed_accelerator(TrainConfig(use_gpu=False))\n"
+        "from deepspeed.accelerator import get_accelerator\n"
+        "print('accelerator', get_accelerator()._name)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DS_ACCELERATOR"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "accelerator cpu" in proc.stdout
+    assert "unable to detect" not in proc.stdout + proc.stderr
+
+
+def test_a_gpu_run_or_a_named_accelerator_is_left_to_deepspeed(monkeypatch):
+    from lmforge.pipeline.training.config import TrainConfig
+    from lmforge.pipeline.training.job import name_deepspeed_accelerator
+
+    monkeypatch.delenv("DS_ACCELERATOR", raising=False)
+    name_deepspeed_accelerator(TrainConfig(use_gpu=True))
+    assert "DS_ACCELERATOR" not in os.environ
+    monkeypatch.setenv("DS_ACCELERATOR", "xpu")
+    name_deepspeed_accelerator(TrainConfig(use_gpu=False))
+    assert os.environ["DS_ACCELERATOR"] == "xpu"
