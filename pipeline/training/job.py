@@ -53,6 +53,6 @@ def name_deepspeed_accelerator(cfg: TrainConfig) -> None:
     """Tell DeepSpeed a CPU run's accelerator before it is imported (unless the environment
     names one): left to detect it, DeepSpeed warns on every rank that it found no GPU ("If you
     have GPU or other accelerator, we were unable to detect it"), which reads as a fault in a run
-    meant for CPUs, and on a machine with a GPU it would pick CUDA for a run on CPUs."""
+    meant for CPUs."""
     if not cfg.use_gpu:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
