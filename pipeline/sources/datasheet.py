@@ -60,7 +60,7 @@ def write_datasheet(path: Path, cfg: DataConfig, summary: dict) -> None:
         f"- near duplicates removed: {summary['dropped_by_reason'].get('near_duplicate', 0)} "
         f"(MinHash, {cfg.dedup.near.bands} bands x {cfg.dedup.near.rows} rows, "
         f"{cfg.dedup.near.shingle_words}-word shingles, Jaccard >= {cfg.dedup.near.threshold})",
-        f"- dedup memory: the largest dedup task peaked at {_dedup_peak_mb(summary):g} MB, "
+        f"- dedup memory: the largest dedup task peaked at {summary['dedup_peak_rss_mb']:g} MB, "
         f"{summary['dedup_index_bytes_per_doc']} bytes per document deduplicated (its whole "
         "process, interpreter included; no process holds state for every document, so this "
         "falls as the corpus grows)",
@@ -75,9 +75,3 @@ def write_datasheet(path: Path, cfg: DataConfig, summary: dict) -> None:
         *(f"- {r}" for r in RISKS),
     ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def _dedup_peak_mb(summary: dict) -> float:
-    """The largest peak RSS of an exact, near or resolve dedup task, in MB."""
-    peaks = summary.get("task_peak_rss_mb", {})
-    return max((peaks.get(step, 0) for step in ("exact", "near", "resolve")), default=0)

@@ -281,6 +281,11 @@ def clean(ctx: StageContext) -> dict:
     if cfg.canaries.enabled:
         canary_docs = plant_canaries(cfg, ctx.out_dir)
         shards.append({"file": "train-canaries.parquet", "split": "train", "rows": canary_docs})
+    # The largest dedup process's peak memory.
+    dedup_peak = max(
+        [t["peak_rss_bytes"] for step in ("exact", "near", "resolve") for t in peaks[step]],
+        default=0,
+    )
     summary = {
         "docs_in": counts["docs_in"],
         "docs_out": docs_out,
@@ -302,15 +307,10 @@ def clean(ctx: StageContext) -> dict:
         "task_rss_rise_mb": _largest_mb(
             peaks, lambda t: t["peak_rss_bytes"] - t.get("start_rss_bytes", 0)
         ),
-        # The largest dedup process's peak memory over the documents deduplicated: no process
-        # holds state for every document, so this falls as the corpus grows.
-        "dedup_index_bytes_per_doc": round(
-            max(
-                [t["peak_rss_bytes"] for step in ("exact", "near", "resolve") for t in peaks[step]],
-                default=0,
-            )
-            / max(1, sum(r.kept for r in results))
-        ),
+        "dedup_peak_rss_mb": round(dedup_peak / 2**20, 1),
+        # The same over the documents deduplicated: no process holds state for every document,
+        # so this falls as the corpus grows.
+        "dedup_index_bytes_per_doc": round(dedup_peak / max(1, sum(r.kept for r in results))),
         # Wall seconds of each step in this run (a step an interrupted run finished: ~0).
         "step_seconds": {step: round(t, 2) for step, t in seconds.items()},
         "filters": {name: c.to_dict() for name, c in steps.items()},
