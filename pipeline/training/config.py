@@ -45,6 +45,9 @@ class TrainConfig:
     """AdamW denominator epsilon."""
     grad_clip: float = 1.0
     """Clip the global gradient L2 norm to this value; 0 disables clipping."""
+    unlikelihood: float = 0.0
+    """Weight of the token-level unlikelihood term added to cross-entropy (`unlikelihood.py`):
+    probability on context tokens that are not the next one; 0 = plain cross-entropy."""
     zero_stage: int = 2
     """DeepSpeed ZeRO stage 0-3, read from conf/deepspeed/zeroN.json."""
     offload_optimizer: bool = False
@@ -115,8 +118,11 @@ class TrainConfig:
         for name in ("beta1", "beta2"):
             if not 0 <= getattr(self, name) < 1:
                 raise ValueError(f"train.{name} must be in [0, 1), got {getattr(self, name)!r}")
-        if self.eps <= 0 or self.weight_decay < 0 or self.grad_clip < 0:
-            raise ValueError("train.eps must be > 0, train.weight_decay and train.grad_clip >= 0")
+        if self.eps <= 0 or self.weight_decay < 0 or self.grad_clip < 0 or self.unlikelihood < 0:
+            raise ValueError(
+                "train.eps must be > 0, train.weight_decay, train.grad_clip and "
+                "train.unlikelihood >= 0"
+            )
         if self.peak_flops is not None and not self.peak_flops > 0:
             raise ValueError(f"train.peak_flops must be > 0 or null, got {self.peak_flops!r}")
 

@@ -22,6 +22,7 @@ from lmforge.pipeline.proc_stats import large_allocations_mapped
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.deepspeed_config import deepspeed_config
 from lmforge.pipeline.training.step_times import StepTimes, time_gradient_reduction
+from lmforge.pipeline.training.unlikelihood import cross_entropy_and_unlikelihood
 from lmforge.pipeline.training.zero3_init import PartitionInit
 from lmforge.pipeline.training.zero_state import base_optimizer, ensure_adam_state
 
@@ -110,6 +111,8 @@ class StepResult:
     """Mean cross-entropy over every micro-batch of the step on every worker."""
     grad_norm: float
     """Global L2 norm of the gradient before clipping."""
+    unlikelihood: float | None = None
+    """Mean token-level unlikelihood term, likewise (None when `train.unlikelihood` is 0)."""
 
 
 class TrainStep:
@@ -134,15 +137,23 @@ class TrainStep:
     def __call__(self, batches: list[tuple[torch.Tensor, torch.Tensor]], lr: float) -> StepResult:
         for group in base_optimizer(self.engine).param_groups:
             group["lr"] = lr
-        total = torch.zeros((), device=self.device)
+        weight = self.cfg.unlikelihood
+        total = torch.zeros(2, device=self.device)  # cross-entropy, unlikelihood term
         grad_norm = math.nan
         times = self.times
         for x, y in batches:
             with times.part("compute"):
                 # bf16 autocast, when asked for, is the engine's own (deepspeed_config.py)
-                _, loss = self.engine(x.to(self.device), y.to(self.device))
-                self.engine.backward(loss)  # DeepSpeed divides by the accumulation steps
-                total += loss.detach().float()
+                x, y = x.to(self.device), y.to(self.device)
+                if weight > 0:
+                    logits, _ = self.engine(x)
+                    loss, unlikely = cross_entropy_and_unlikelihood(logits, x, y)
+                    self.engine.backward(loss + weight * unlikely)
+                    total[1] += unlikely.detach()
+                else:
+                    _, loss = self.engine(x, y)
+                    self.engine.backward(loss)  # DeepSpeed divides by the accumulation steps
+                total[0] += loss.detach().float()
             with times.part("optimizer"):
                 if self.stage == 0 and self.engine.is_gradient_accumulation_boundary():
                     grad_norm = self._clip_stage0()
@@ -154,8 +165,12 @@ class TrainStep:
             if self.world_size > 1:
                 dist.all_reduce(mean)
                 mean /= self.world_size
-            loss_value = float(mean)
-        return StepResult(loss=loss_value, grad_norm=grad_norm)
+            loss_value, unlikely_value = mean.tolist()
+        return StepResult(
+            loss=loss_value,
+            grad_norm=grad_norm,
+            unlikelihood=unlikely_value if weight > 0 else None,
+        )
 
     def _clip_stage0(self) -> float:
         # ZeRO 0: gradients are all-reduced by now; DeepSpeed's own stage-0 clipping would drop

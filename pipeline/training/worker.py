@@ -182,6 +182,8 @@ class WorkerRun:
             "data_wait_s": times["time_data_s"],
             **times,
         }
+        if result.unlikelihood is not None:
+            values["unlikelihood"] = result.unlikelihood
         if self.metrics_sink is not None:
             self.metrics_sink.log(self.state.step, values)
         remaining = (self.cfg.max_steps - self.state.step) * self.tokens_per_step

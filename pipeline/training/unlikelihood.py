@@ -1,0 +1,58 @@
+"""Token-level unlikelihood: a training term against repeating the context (Welleck et al.,
+"Neural Text Generation with Unlikelihood Training", ICLR 2020).
+
+At each position the model is also asked to give little probability to the tokens already in
+its context that are not the next token: the term is the mean over positions of
+`-sum log(1 - p(c))` over those candidates `c`. Added to cross-entropy with a weight
+(`train.unlikelihood`), it teaches a model not to fall into the loops that greedy decoding of a
+small model falls into ("the function of the function of the ..."), at a small cost in
+perplexity. Scoring and decoding are unchanged: it is a property of the trained weights.
+
+The candidates of a position are gathered from its context ([B, T, T]) rather than masked over
+the vocabulary ([B, T, V]): a block is much shorter than a vocabulary.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+_MAX_PROB = 1.0 - 1e-5
+"""log(1 - p) is clamped here so a confident wrong candidate gives a large but finite term."""
+
+
+def context_candidates(inputs: Tensor, targets: Tensor) -> Tensor:
+    """[B, T, S] bool: inputs[b, s] is a candidate of position t, that is s <= t, s is the first
+    position of its token in the row (each token counts once), and it is not targets[b, t]."""
+    batch, length = inputs.shape
+    positions = torch.arange(length, device=inputs.device)
+    vocab = int(inputs.max()) + 1
+    first = torch.full((batch, vocab), length, dtype=torch.long, device=inputs.device)
+    first.scatter_reduce_(1, inputs, positions.expand(batch, length), reduce="amin")
+    is_first = first.gather(1, inputs) == positions
+    in_context = positions[None, :] <= positions[:, None]  # [T, S]
+    not_target = inputs[:, None, :] != targets[:, :, None]
+    return is_first[:, None, :] & in_context & not_target
+
+
+def token_unlikelihood(log_probs: Tensor, inputs: Tensor, targets: Tensor) -> Tensor:
+    """Mean over positions whose target is not -100 of -sum log(1 - p(c)) over the context
+    candidates c of that position (`context_candidates`); log_probs [B, T, V]."""
+    batch, length = inputs.shape
+    candidates = context_candidates(inputs, targets)
+    index = inputs[:, None, :].expand(batch, length, length)
+    prob = log_probs.gather(2, index).exp().clamp(max=_MAX_PROB)
+    per_position = -(torch.log1p(-prob) * candidates).sum(dim=-1)
+    scored = targets != -100
+    return (per_position * scored).sum() / scored.sum().clamp_min(1)
+
+
+def cross_entropy_and_unlikelihood(
+    logits: Tensor, inputs: Tensor, targets: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Mean cross-entropy over targets that are not -100 (as GPT.forward gives it) and
+    `token_unlikelihood`, from one log-softmax."""
+    log_probs = logits.float().log_softmax(dim=-1)
+    ce = F.nll_loss(log_probs.flatten(0, 1), targets.flatten(), ignore_index=-100)
+    return ce, token_unlikelihood(log_probs, inputs, targets)
