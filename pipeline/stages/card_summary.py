@@ -71,8 +71,25 @@ def baseline_comparisons(ppl: dict) -> list[BaselineComparison]:
     return comparisons
 
 
-def summary_sections(ppl: dict, sample_stats: dict, samples: list[dict]) -> list[Section]:
-    """The card's opening: verdicts against the baselines, three completions, what is not shown."""
+def objective_note(unlikelihood: float) -> list[str]:
+    """What a model trained with an unlikelihood term was trained on (nothing for cross-entropy
+    alone)."""
+    if unlikelihood <= 0:
+        return []
+    return [
+        f"Trained on cross-entropy plus a token-level unlikelihood term (weight {unlikelihood:g}, "
+        "`train.unlikelihood`) that lowers the probability of repeating tokens of the context: "
+        "it trades a little perplexity for fewer greedy loops. The perplexity above scores "
+        "the model's next-token probabilities as for any model; the term is not part of it."
+    ]
+
+
+def summary_sections(
+    ppl: dict, sample_stats: dict, samples: list[dict], unlikelihood: float = 0.0
+) -> list[Section]:
+    """The card's opening: verdicts against the baselines, three completions, what is not shown.
+
+    unlikelihood: the run's `train.unlikelihood`, named above the completions."""
     model = ppl["val_perplexity"]
     interval = ""
     if "val_perplexity_ci_low" in ppl:
@@ -104,6 +121,7 @@ def summary_sections(ppl: dict, sample_stats: dict, samples: list[dict]) -> list
         Section("How the model compares", paragraphs=[opening], bullets=verdicts),
         Section(
             "Three completions (greedy)",
+            paragraphs=objective_note(unlikelihood),
             bullets=[f"{s['prompt']} → {s['completion']!r}" for s in greedy[:3]],
             table=[
                 (label, f"{sample_stats[k]:.3g}") for label, k in degeneracy if k in sample_stats

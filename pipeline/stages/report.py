@@ -127,7 +127,14 @@ def report(ctx: StageContext) -> dict:
     ]
     datasheet = (ctx.input("clean") / "datasheet.md").read_text(encoding="utf-8")
     sections = [
-        *summary_sections(ppl, m["sample"], samples),
+        *summary_sections(
+            ppl,
+            m["sample"],
+            samples,
+            unlikelihood=ctx.input_manifests["pretrain"]["config"]["train"].get(
+                "unlikelihood", 0.0
+            ),
+        ),
         Section(
             "Data",
             paragraphs=["From the clean stage's datasheet:"],

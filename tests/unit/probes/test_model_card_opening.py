@@ -73,3 +73,12 @@ def test_the_card_opens_with_verdicts_three_greedy_completions_and_caveats():
     assert completions == ["p0 → 'text 0'", "p1 → 'text 1'", "p2 → 'text 2'"]
     assert ("distinct-2 over the pooled words of the top-p completions", "0.8") in sections[1].table
     assert len(sections[2].bullets) >= 4
+
+
+def test_a_model_trained_with_unlikelihood_says_so_above_its_completions():
+    samples = [{"mode": "greedy", "prompt": "p", "completion": "text"}]
+    plain = summary_sections(PPL, {}, samples)
+    assert plain[1].paragraphs == []
+    card = to_markdown("card", summary_sections(PPL, {}, samples, unlikelihood=0.5))
+    note = card.index("token-level unlikelihood term (weight 0.5")
+    assert card.index("Three completions") < note < card.index("p → 'text'")
