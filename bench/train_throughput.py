@@ -12,7 +12,8 @@ token shards:
   (e.g. `train.global_batch_size=32`), to measure a layout before the preset takes it.
 
 `reference` is a plain loop written here (GPT, torch AdamW, clip_grad_norm_, one process, all
-the CPUs). Rates are tokens per step over the median step time (steps after the first, so
+the CPUs); where the preset trains with `train.unlikelihood`, both loops add that term to
+cross-entropy with the same function. Rates are tokens per step over the median step time (steps after the first, so
 start-up and warm-up are left out; the median keeps a burst of load from other processes on a
 shared machine from deciding the result); the mean-based rate is printed beside it. The plain
 loop and lmforge alternate `--repeats` times, the plain loop first and last, and each
@@ -52,6 +53,7 @@ from lmforge.pipeline.ray_runtime import ensure_ray, shutdown_ray
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.driver import run_pretraining
 from lmforge.pipeline.training.sample_index import build_for_data
+from lmforge.pipeline.training.unlikelihood import cross_entropy_and_unlikelihood
 from lmforge.tokenizer.dataset import TokenDataset
 from lmforge.tokenizer.shards import TokenShardWriter
 from lmforge.tokenizer.split_index import index_committed_shards
@@ -70,6 +72,8 @@ class Case:
     """Sequences per worker per forward pass."""
     workers: int
     stage: int
+    unlikelihood: float = 0.0
+    """`train.unlikelihood`: both loops add the same term to cross-entropy."""
 
 
 def base_case() -> Case:
@@ -90,6 +94,7 @@ def tiny_case(overrides: list[str]) -> Case:
         micro_batch=train["micro_batch_size"],
         workers=train["num_workers"],
         stage=train["zero_stage"],
+        unlikelihood=train["unlikelihood"],
     )
 
 
@@ -126,8 +131,14 @@ def reference_loop(data_dir: Path, steps: int, threads: int, case: Case) -> list
     for step in range(steps):
         ids = order[step * case.batch : (step + 1) * case.batch]
         tokens = torch.from_numpy(np.stack([dataset[int(i)] for i in ids]))
-        _, loss = model(tokens[:, :-1], tokens[:, 1:])
-        loss.backward()
+        x, y = tokens[:, :-1], tokens[:, 1:]
+        if case.unlikelihood > 0:
+            logits, _ = model(x)
+            loss, unlikely = cross_entropy_and_unlikelihood(logits, x, y)
+            (loss + case.unlikelihood * unlikely).backward()
+        else:
+            _, loss = model(x, y)
+            loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -164,6 +175,7 @@ def lmforge_run(
         max_failures=0,
         precision="fp32",
         compile=compile,
+        unlikelihood=case.unlikelihood,
     )
     name = f"zero{case.stage}-{case.workers}w-{uuid.uuid4().hex[:6]}"
     positions = steps * case.batch
@@ -261,6 +273,8 @@ def main() -> None:
     }
     if args.override:
         result["overrides"] = args.override
+    if case.unlikelihood:
+        result["unlikelihood"] = case.unlikelihood
     if zero2:
         result["zero2_2workers"] = round(median_rate(zero2, case), 1)
     if compiled:

@@ -22,12 +22,14 @@ def test_the_tiny_case_is_the_tiny_preset():
     train = config["train"]
     assert (case.batch, case.micro_batch) == (train["global_batch_size"], train["micro_batch_size"])
     assert (case.workers, case.stage) == (train["num_workers"], train["zero_stage"])
+    assert case.unlikelihood == train["unlikelihood"]  # both loops train the preset's objective
     assert case.stage >= 1 and case.workers >= 2  # the demo keeps the distributed path
 
 
 def test_an_override_changes_the_case_as_it_would_change_the_preset():
     case = bench.tiny_case(["train.global_batch_size=32", "train.micro_batch_size=16"])
     assert (case.batch, case.micro_batch) == (32, 16)
+    assert bench.tiny_case(["train.unlikelihood=0.25"]).unlikelihood == 0.25
     assert case.model == bench.tiny_case([]).model
 
 
