@@ -142,7 +142,7 @@ def reference_loop(data_dir: Path, steps: int, threads: int, case: Case) -> list
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        float(loss)  # lmforge reads the loss every step too
+        float(loss.detach())  # lmforge reads the loss every step too
         times.append(time.perf_counter())
     return list(np.diff(times)[1:])
 
