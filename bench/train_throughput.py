@@ -13,15 +13,15 @@ token shards:
 
 `reference` is a plain loop written here (GPT, torch AdamW, clip_grad_norm_, one process, all
 the CPUs); where the preset trains with `train.unlikelihood`, both loops add that term to
-cross-entropy with the same function. Rates are tokens per step over the median step time (steps after the first, so
-start-up and warm-up are left out; the median keeps a burst of load from other processes on a
-shared machine from deciding the result); the mean-based rate is printed beside it. The plain
-loop and lmforge alternate `--repeats` times, the plain loop first and last, and each
-contender's steps are pooled. Prints a table and, last, one JSON line: {"bench":
+cross-entropy with the same function. Rates are tokens per step over the median step time (steps
+after the first, so start-up and warm-up are left out; the median keeps a burst of load from
+other processes on a shared machine from deciding the result); the mean-based rate is printed
+beside it. The plain loop and lmforge alternate `--repeats` times, the plain loop first and
+last, and each contender's steps are pooled. Prints a table and, last, one JSON line: {"bench":
 "train_throughput", "model": M, "unit": "tokens/s", "lmforge": X, "reference": Y, "ratio": X/Y}
-(plus "zero2_2workers" for `base`). The goal is ratio >= 0.95 for `base`, >= 0.9 for `tiny`.
-"data_wait_share" is the share of lmforge's step time spent waiting for data, over all its runs
-(rank 0's step-time breakdown; the goal is < 2%).
+(plus "zero2_2workers" for `base`, "unlikelihood" for a case trained with it). The goal is ratio
+>= 0.95 for `base`, >= 0.9 for `tiny`. "data_wait_share" is the share of lmforge's step time
+spent waiting for data, over all its runs (rank 0's step-time breakdown; the goal is < 2%).
 
 `--compile` adds one more lmforge run with `train.compile=true` (the same layout, `torch.compile`
 through DeepSpeed's `engine.compile()`) and reports "compiled" (tokens/s) and "compile_speedup"
