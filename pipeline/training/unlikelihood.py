@@ -25,13 +25,10 @@ _MAX_PROB = 1.0 - 1e-5
 def context_candidates(inputs: Tensor, targets: Tensor) -> Tensor:
     """[B, T, S] bool: inputs[b, s] is a candidate of position t, that is s <= t, s is the first
     position of its token in the row (each token counts once), and it is not targets[b, t]."""
-    batch, length = inputs.shape
-    positions = torch.arange(length, device=inputs.device)
-    vocab = int(inputs.max()) + 1
-    first = torch.full((batch, vocab), length, dtype=torch.long, device=inputs.device)
-    first.scatter_reduce_(1, inputs, positions.expand(batch, length), reduce="amin")
-    is_first = first.gather(1, inputs) == positions
-    in_context = positions[None, :] <= positions[:, None]  # [T, S]
+    positions = torch.arange(inputs.size(1), device=inputs.device)
+    in_context = positions[None, :] <= positions[:, None]  # [T, S]: s <= t
+    same_token = inputs[:, :, None] == inputs[:, None, :]  # [B, S', S]
+    is_first = ~(same_token & ~in_context).any(dim=1)  # no s' < s holds the same token
     not_target = inputs[:, None, :] != targets[:, :, None]
     return is_first[:, None, :] & in_context & not_target
 
