@@ -53,7 +53,7 @@ from lmforge.pipeline.ray_runtime import ensure_ray, shutdown_ray
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.driver import run_pretraining
 from lmforge.pipeline.training.sample_index import build_for_data
-from lmforge.pipeline.training.unlikelihood import cross_entropy_and_unlikelihood
+from lmforge.pipeline.training.unlikelihood import training_objective
 from lmforge.tokenizer.dataset import TokenDataset
 from lmforge.tokenizer.shards import TokenShardWriter
 from lmforge.tokenizer.split_index import index_committed_shards
@@ -131,14 +131,10 @@ def reference_loop(data_dir: Path, steps: int, threads: int, case: Case) -> list
     for step in range(steps):
         ids = order[step * case.batch : (step + 1) * case.batch]
         tokens = torch.from_numpy(np.stack([dataset[int(i)] for i in ids]))
-        x, y = tokens[:, :-1], tokens[:, 1:]
-        if case.unlikelihood > 0:
-            logits, _ = model(x)
-            loss, unlikely = cross_entropy_and_unlikelihood(logits, x, y)
-            (loss + case.unlikelihood * unlikely).backward()
-        else:
-            _, loss = model(x, y)
-            loss.backward()
+        loss, _, objective = training_objective(
+            model, tokens[:, :-1], tokens[:, 1:], case.unlikelihood
+        )
+        objective.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

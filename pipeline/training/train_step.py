@@ -22,7 +22,7 @@ from lmforge.pipeline.proc_stats import large_allocations_mapped
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.deepspeed_config import deepspeed_config
 from lmforge.pipeline.training.step_times import StepTimes, time_gradient_reduction
-from lmforge.pipeline.training.unlikelihood import cross_entropy_and_unlikelihood
+from lmforge.pipeline.training.unlikelihood import training_objective
 from lmforge.pipeline.training.zero3_init import PartitionInit
 from lmforge.pipeline.training.zero_state import base_optimizer, ensure_adam_state
 
@@ -145,15 +145,11 @@ class TrainStep:
             with times.part("compute"):
                 # bf16 autocast, when asked for, is the engine's own (deepspeed_config.py)
                 x, y = x.to(self.device), y.to(self.device)
-                if weight > 0:
-                    logits, _ = self.engine(x)
-                    loss, unlikely = cross_entropy_and_unlikelihood(logits, x, y)
-                    self.engine.backward(loss + weight * unlikely)
-                    total[1] += unlikely.detach()
-                else:
-                    _, loss = self.engine(x, y)
-                    self.engine.backward(loss)  # DeepSpeed divides by the accumulation steps
+                loss, unlikely, objective = training_objective(self.engine, x, y, weight)
+                self.engine.backward(objective)  # DeepSpeed divides by the accumulation steps
                 total[0] += loss.detach().float()
+                if unlikely is not None:
+                    total[1] += unlikely.detach()
             with times.part("optimizer"):
                 if self.stage == 0 and self.engine.is_gradient_accumulation_boundary():
                     grad_norm = self._clip_stage0()

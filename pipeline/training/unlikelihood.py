@@ -14,6 +14,8 @@ the vocabulary ([B, T, V]): a block is much shorter than a vocabulary.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -53,3 +55,20 @@ def cross_entropy_and_unlikelihood(
     log_probs = logits.float().log_softmax(dim=-1)
     ce = F.nll_loss(log_probs.flatten(0, 1), targets.flatten(), ignore_index=-100)
     return ce, token_unlikelihood(log_probs, inputs, targets)
+
+
+def training_objective(
+    forward: Callable[..., tuple[Tensor, Tensor | None]],
+    inputs: Tensor,
+    targets: Tensor,
+    weight: float,
+) -> tuple[Tensor, Tensor | None, Tensor]:
+    """(cross-entropy, the unlikelihood term or None when `weight` is 0, what to backpropagate)
+    of one micro-batch; `forward` is GPT's (or an engine wrapping it): (idx, targets) -> (logits,
+    loss)."""
+    if weight <= 0:
+        _, ce = forward(inputs, targets)
+        return ce, None, ce
+    logits, _ = forward(inputs)
+    ce, unlikely = cross_entropy_and_unlikelihood(logits, inputs, targets)
+    return ce, unlikely, ce + weight * unlikely
