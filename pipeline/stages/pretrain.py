@@ -30,6 +30,12 @@ def parse(sections: dict) -> PretrainConfig:
     # The vocabulary size comes from the trained tokenizer at run time; 256 only validates.
     model = from_mapping(ModelConfig, {"vocab_size": 256, **sections["model"]}, "model")
     train = from_mapping(TrainConfig, sections["train"], "train")
+    decoded = train.sequence_unlikelihood_prefix + train.sequence_unlikelihood_tokens
+    if train.sequence_unlikelihood > 0 and decoded > model.block_size:
+        raise ValueError(
+            f"train.sequence_unlikelihood_prefix + train.sequence_unlikelihood_tokens = {decoded} "
+            f"must be <= model.block_size = {model.block_size}"
+        )
     return PretrainConfig(model=model, train=train)
 
 
@@ -55,8 +61,9 @@ def trajectory_neutral(train: TrainConfig) -> tuple[str, ...]:
     """`TRAJECTORY_NEUTRAL` for this run: without `max_steps` where the learning rate depends on
     it. Under a cosine decay a 1500-step run's rate at step 1000 is not a 1650-step run's, so a
     finished run continued to a raised max_steps would give another model than a run given that
-    max_steps from the start, under the same cache key."""
-    if rate_depends_on_max_steps(train):
+    max_steps from the start, under the same cache key. The sequence-level unlikelihood term
+    runs on the last steps of a run: where it does, max_steps decides which steps those are."""
+    if rate_depends_on_max_steps(train) or train.sequence_unlikelihood > 0:
         return tuple(name for name in TRAJECTORY_NEUTRAL if name != "max_steps")
     return TRAJECTORY_NEUTRAL
 

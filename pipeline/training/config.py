@@ -48,6 +48,16 @@ class TrainConfig:
     unlikelihood: float = 0.0
     """Weight of the token-level unlikelihood term added to cross-entropy (`unlikelihood.py`):
     probability on context tokens that are not the next one; 0 = plain cross-entropy."""
+    sequence_unlikelihood: float = 0.0
+    """Weight of the sequence-level unlikelihood term (`sequence_unlikelihood.py`): on the last
+    `sequence_unlikelihood_steps` steps each micro-batch's windows are also continued greedily
+    and the tokens of repeated 4-grams in those continuations are made less likely; 0 = off."""
+    sequence_unlikelihood_steps: int = 0
+    """How many of the run's last steps add the sequence-level term."""
+    sequence_unlikelihood_prefix: int = 32
+    """Tokens of each window the model continues from."""
+    sequence_unlikelihood_tokens: int = 64
+    """Tokens the model decodes after each prefix (prefix + these <= model.block_size)."""
     zero_stage: int = 2
     """DeepSpeed ZeRO stage 0-3, read from conf/deepspeed/zeroN.json."""
     offload_optimizer: bool = False
@@ -92,6 +102,9 @@ class TrainConfig:
         for name in ("warmup_steps", "checkpoint_every", "keep_checkpoints", "log_every"):
             _require(name, getattr(self, name), minimum=0)
         _require("cpus_per_worker", self.cpus_per_worker, minimum=0)
+        _require("sequence_unlikelihood_steps", self.sequence_unlikelihood_steps, minimum=0)
+        _require("sequence_unlikelihood_prefix", self.sequence_unlikelihood_prefix, minimum=1)
+        _require("sequence_unlikelihood_tokens", self.sequence_unlikelihood_tokens, minimum=4)
         _require("max_failures", self.max_failures, minimum=-1)
         _choose("schedule", self.schedule, SCHEDULES)
         _choose("placement_strategy", self.placement_strategy, PLACEMENT_STRATEGIES)
@@ -123,8 +136,23 @@ class TrainConfig:
                 "train.eps must be > 0, train.weight_decay, train.grad_clip and "
                 "train.unlikelihood >= 0"
             )
+        if self.sequence_unlikelihood < 0:
+            raise ValueError(
+                f"train.sequence_unlikelihood must be >= 0, got {self.sequence_unlikelihood!r}"
+            )
+        if self.sequence_unlikelihood > 0 and self.sequence_unlikelihood_steps == 0:
+            raise ValueError(
+                "train.sequence_unlikelihood > 0 needs train.sequence_unlikelihood_steps >= 1 "
+                "(how many of the last steps add the term)"
+            )
         if self.peak_flops is not None and not self.peak_flops > 0:
             raise ValueError(f"train.peak_flops must be > 0 or null, got {self.peak_flops!r}")
+
+    def sequence_term_at(self, step: int) -> bool:
+        """Whether step `step` (0-based) adds the sequence-level unlikelihood term."""
+        if self.sequence_unlikelihood <= 0:
+            return False
+        return step >= self.max_steps - self.sequence_unlikelihood_steps
 
     @property
     def grad_accum_steps(self) -> int:

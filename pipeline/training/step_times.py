@@ -6,7 +6,8 @@ next blocking call), so the split is exact on CPU and indicative on GPU.
 
 - data: waiting for the step's windows (the read-ahead thread's queue; with `prefetch_steps=0`,
   reading them from the memory-mapped shards);
-- compute: forward and backward passes, less the gradient reduction timed inside the backward;
+- compute: forward and backward passes (and the greedy decoding of sequence-level unlikelihood
+  steps), less the gradient reduction timed inside the backward;
 - comm: DeepSpeed's gradient reduction (`engine.allreduce_gradients`: the all-reduce of ZeRO 0,
   the reduce-scatter of ZeRO 1-2's last bucket, all of it for a small model) and the all-reduce of
   the step's loss; ZeRO 3 reduces in backward hooks, which stay in compute;

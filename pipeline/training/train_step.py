@@ -21,6 +21,10 @@ from lmforge.model.gpt import GPT
 from lmforge.pipeline.proc_stats import large_allocations_mapped
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.deepspeed_config import deepspeed_config
+from lmforge.pipeline.training.sequence_unlikelihood import (
+    greedy_continuations,
+    sequence_unlikelihood,
+)
 from lmforge.pipeline.training.step_times import StepTimes, time_gradient_reduction
 from lmforge.pipeline.training.unlikelihood import training_objective
 from lmforge.pipeline.training.zero3_init import PartitionInit
@@ -113,6 +117,8 @@ class StepResult:
     """Global L2 norm of the gradient before clipping."""
     unlikelihood: float | None = None
     """Mean token-level unlikelihood term, likewise (None when `train.unlikelihood` is 0)."""
+    sequence_unlikelihood: float | None = None
+    """Mean sequence-level unlikelihood term, likewise (None on steps without it)."""
 
 
 class TrainStep:
@@ -134,11 +140,19 @@ class TrainStep:
         self.times = times or StepTimes()
         time_gradient_reduction(engine, self.times)
 
-    def __call__(self, batches: list[tuple[torch.Tensor, torch.Tensor]], lr: float) -> StepResult:
+    def __call__(
+        self,
+        batches: list[tuple[torch.Tensor, torch.Tensor]],
+        lr: float,
+        sequence_term: bool = False,
+    ) -> StepResult:
+        """One optimizer step; `sequence_term` adds the sequence-level unlikelihood term
+        (`TrainConfig.sequence_term_at`)."""
         for group in base_optimizer(self.engine).param_groups:
             group["lr"] = lr
         weight = self.cfg.unlikelihood
-        total = torch.zeros(2, device=self.device)  # cross-entropy, unlikelihood term
+        # cross-entropy, token-level term, sequence-level term
+        total = torch.zeros(3, device=self.device)
         grad_norm = math.nan
         times = self.times
         for x, y in batches:
@@ -146,6 +160,10 @@ class TrainStep:
                 # bf16 autocast, when asked for, is the engine's own (deepspeed_config.py)
                 x, y = x.to(self.device), y.to(self.device)
                 loss, unlikely, objective = training_objective(self.engine, x, y, weight)
+                if sequence_term:
+                    repeats = self._sequence_term(x)
+                    objective = objective + self.cfg.sequence_unlikelihood * repeats
+                    total[2] += repeats.detach()
                 self.engine.backward(objective)  # DeepSpeed divides by the accumulation steps
                 total[0] += loss.detach().float()
                 if unlikely is not None:
@@ -161,12 +179,22 @@ class TrainStep:
             if self.world_size > 1:
                 dist.all_reduce(mean)
                 mean /= self.world_size
-            loss_value, unlikely_value = mean.tolist()
+            loss_value, unlikely_value, repeats_value = mean.tolist()
         return StepResult(
             loss=loss_value,
             grad_norm=grad_norm,
             unlikelihood=unlikely_value if weight > 0 else None,
+            sequence_unlikelihood=repeats_value if sequence_term else None,
         )
+
+    def _sequence_term(self, x: torch.Tensor) -> torch.Tensor:
+        """The sequence-level unlikelihood term of the greedy continuations of x's prefixes."""
+        prefix = self.cfg.sequence_unlikelihood_prefix
+        sequences = greedy_continuations(
+            self.engine.module, x[:, :prefix], self.cfg.sequence_unlikelihood_tokens
+        )
+        logits, _ = self.engine(sequences[:, :-1])
+        return sequence_unlikelihood(logits, sequences, prefix, n=4)
 
     def _clip_stage0(self) -> float:
         # ZeRO 0: gradients are all-reduced by now; DeepSpeed's own stage-0 clipping would drop

@@ -140,7 +140,7 @@ class WorkerRun:
                     batches = [load_batch(self.dataset, mb) for mb in self.sampler.next_step()]
                     position = self.sampler.position
             lr = learning_rate(step, cfg)
-            result = self.train_step(batches, lr)
+            result = self.train_step(batches, lr, cfg.sequence_term_at(step))
             self._advance(result, position)
             fault = self.job.fault
             done = self.state.step
@@ -184,6 +184,8 @@ class WorkerRun:
         }
         if result.unlikelihood is not None:
             values["unlikelihood"] = result.unlikelihood
+        if result.sequence_unlikelihood is not None:
+            values["sequence_unlikelihood"] = result.sequence_unlikelihood
         if self.metrics_sink is not None:
             self.metrics_sink.log(self.state.step, values)
         remaining = (self.cfg.max_steps - self.state.step) * self.tokens_per_step

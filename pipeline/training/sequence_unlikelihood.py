@@ -1,0 +1,79 @@
+"""Sequence-level unlikelihood: training against the loops of the model's own greedy decoding
+(Welleck et al., "Neural Text Generation with Unlikelihood Training", ICLR 2020, section 5.2).
+
+The model continues a prefix of a training window greedily, as the demo's greedy samples do;
+every token of the continuation that belongs to a word-piece n-gram already produced earlier in
+that continuation is a loop the model fell into, and the term is `-log(1 - p(token))` at those
+positions, averaged over the continuation's positions. Unlike the token-level term
+(`unlikelihood.py`), which pushes down every context token at every position of the training
+text, this one touches only what the model actually repeats, so it leaves most of what
+cross-entropy learned alone.
+
+Decoding costs about `new_tokens` small forward passes per micro-batch, so the term runs on the
+last steps of a run only (`train.sequence_unlikelihood_from`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch import Tensor
+
+from lmforge.model.generate import SamplingConfig, generate
+
+_MAX_PROB = 1.0 - 1e-5
+"""log(1 - p) is clamped here so a certain repeat gives a large but finite term."""
+
+
+def repeated_ngram_mask(continuation: Tensor, n: int) -> Tensor:
+    """[B, N] bool: the positions of `continuation` [B, N] that lie in an n-gram which already
+    occurred (whole) earlier in the same row."""
+    batch, length = continuation.shape
+    mask = torch.zeros(batch, length, dtype=torch.bool, device=continuation.device)
+    if length < n:
+        return mask
+    grams = continuation.unfold(1, n, 1)  # [B, K, n]
+    count = grams.size(1)
+    same = (grams[:, :, None, :] == grams[:, None, :, :]).all(dim=-1)  # [B, K, K]
+    earlier = torch.ones(count, count, dtype=torch.bool, device=continuation.device).tril(-1)
+    repeated = (same & earlier).any(dim=-1)  # [B, K]: gram i occurred at some j < i
+    for offset in range(n):
+        mask[:, offset : offset + count] |= repeated
+    return mask
+
+
+def _full_parameters(module: torch.nn.Module):
+    """ZeRO-3 holds a partition of each parameter: gather them whole for decoding (a no-op
+    context for other stages)."""
+    if not any(hasattr(p, "ds_id") for p in module.parameters()):
+        return contextlib.nullcontext()
+    import deepspeed
+
+    return deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=None)
+
+
+def greedy_continuations(model: torch.nn.Module, prefixes: Tensor, new_tokens: int) -> Tensor:
+    """[B, P + new_tokens]: each prefix [B, P] followed by the model's greedy continuation (no
+    end-of-text stop: a window's prefix is mid-document)."""
+    with _full_parameters(model), torch.no_grad():
+        rows = generate(
+            model,
+            prefixes.tolist(),
+            SamplingConfig(max_new_tokens=new_tokens, greedy=True),
+            eos_id=None,
+        )
+    continued = torch.tensor(rows, dtype=prefixes.dtype, device=prefixes.device)
+    return torch.cat([prefixes, continued], dim=1)
+
+
+def sequence_unlikelihood(logits: Tensor, sequences: Tensor, prefix: int, n: int) -> Tensor:
+    """Mean over the continuation's positions of `-log(1 - p(token))` where the token lies in a
+    repeated n-gram (`repeated_ngram_mask`); `logits` [B, L-1, V] are the model's over
+    `sequences[:, :-1]`, `sequences` [B, L] a prefix of `prefix` tokens and its continuation."""
+    continuation = sequences[:, prefix:]
+    mask = repeated_ngram_mask(continuation, n)
+    log_probs = logits[:, prefix - 1 :].float().log_softmax(dim=-1)
+    prob = log_probs.gather(2, continuation.unsqueeze(-1)).squeeze(-1).exp()
+    per_token = -torch.log1p(-prob.clamp(max=_MAX_PROB)) * mask
+    return per_token.sum() / continuation.numel()

@@ -1,0 +1,160 @@
+"""Sequence-level unlikelihood (`train.sequence_unlikelihood`): the repeats it finds, the term,
+the greedy continuations it scores, the steps it runs on, and a training step that applies it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from lmforge.model.config import ModelConfig
+from lmforge.model.generate import SamplingConfig, generate
+from lmforge.model.gpt import GPT
+from lmforge.pipeline.stages.pretrain import parse, trajectory_neutral
+from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.sequence_unlikelihood import (
+    greedy_continuations,
+    repeated_ngram_mask,
+    sequence_unlikelihood,
+)
+from lmforge.pipeline.training.train_step import TrainStep, build_engine
+
+
+def test_the_mask_marks_the_tokens_of_ngrams_seen_before_in_the_row():
+    rows = torch.tensor([[1, 2, 3, 4, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6, 7, 8, 9]])
+    mask = repeated_ngram_mask(rows, 4)
+    assert mask[0].tolist() == [False] * 4 + [True] * 4 + [False]
+    assert not mask[1].any()
+    # one token repeated: every 2-gram after the first is a repeat of it
+    assert repeated_ngram_mask(torch.tensor([[7, 7, 7, 7]]), 2)[0].tolist() == [
+        False,
+        True,
+        True,
+        True,
+    ]
+    assert not repeated_ngram_mask(torch.tensor([[1, 1, 1]]), 4).any()  # shorter than n
+
+
+def test_the_term_matches_the_definition():
+    gen = torch.Generator().manual_seed(0)
+    prefix, vocab = 3, 6
+    sequences = torch.randint(0, 3, (2, 15), generator=gen)  # few tokens: many repeats
+    logits = torch.randn(2, 14, vocab, generator=gen) * 2
+    got = sequence_unlikelihood(logits, sequences, prefix, n=2)
+    probs = logits.softmax(-1)
+    total, positions = 0.0, 0
+    for b in range(2):
+        cont = sequences[b, prefix:].tolist()
+        seen: set[tuple[int, ...]] = set()
+        marked = [False] * len(cont)
+        for i in range(len(cont) - 1):
+            gram = tuple(cont[i : i + 2])
+            if gram in seen:
+                marked[i] = marked[i + 1] = True
+            seen.add(gram)
+        for k, token in enumerate(cont):
+            positions += 1
+            if marked[k]:  # p(token at prefix + k) comes from the logits one position earlier
+                total += -math.log(1 - float(probs[b, prefix + k - 1, token]))
+    assert total > 0
+    assert float(got) == pytest.approx(total / positions, rel=1e-5)
+
+
+def test_continuations_are_the_models_greedy_tokens_after_the_prefix():
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(vocab_size=30, block_size=24, d_model=16, n_head=2, n_layer=1, d_ff=32))
+    prefixes = torch.randint(0, 30, (3, 5), generator=torch.Generator().manual_seed(1))
+    sequences = greedy_continuations(model, prefixes, 10)
+    assert sequences.shape == (3, 15)
+    assert torch.equal(sequences[:, :5], prefixes)
+    expected = generate(model, prefixes.tolist(), SamplingConfig(max_new_tokens=10, greedy=True))
+    assert sequences[:, 5:].tolist() == expected
+    assert model.training  # decoding leaves the training mode as it was
+
+
+def test_the_term_runs_on_the_last_steps_only():
+    cfg = TrainConfig(max_steps=100, sequence_unlikelihood=1.0, sequence_unlikelihood_steps=10)
+    assert [cfg.sequence_term_at(s) for s in (0, 89, 90, 99)] == [False, False, True, True]
+    off = TrainConfig(max_steps=100, sequence_unlikelihood_steps=10)
+    assert not any(off.sequence_term_at(s) for s in range(100))
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="train.sequence_unlikelihood must be >= 0"):
+        TrainConfig(sequence_unlikelihood=-1.0, sequence_unlikelihood_steps=5)
+    with pytest.raises(ValueError, match="needs train.sequence_unlikelihood_steps >= 1"):
+        TrainConfig(sequence_unlikelihood=0.5)
+    with pytest.raises(ValueError, match="must be <= model.block_size = 64"):
+        parse(
+            {
+                "model": {"block_size": 64, "d_model": 32, "n_head": 2, "n_layer": 1, "d_ff": 64},
+                "train": {"sequence_unlikelihood": 1.0, "sequence_unlikelihood_steps": 5},
+            }
+        )  # 32 + 64 tokens decoded in a 64-token context
+
+
+def test_with_the_term_max_steps_is_part_of_the_lineage():
+    """Which steps carry the term depends on max_steps: a finished run continued to more steps
+    is not the run given those steps from the start."""
+    constant = {"lr": 1e-3, "min_lr": 1e-3}
+    assert "max_steps" in trajectory_neutral(TrainConfig(**constant))
+    with_term = TrainConfig(**constant, sequence_unlikelihood=1.0, sequence_unlikelihood_steps=5)
+    assert "max_steps" not in trajectory_neutral(with_term)
+
+
+def _greedy_repeat_share(model: GPT, prefixes: torch.Tensor, new_tokens: int) -> float:
+    sequences = greedy_continuations(model, prefixes, new_tokens)
+    return float(repeated_ngram_mask(sequences[:, prefixes.size(1) :], 4).float().mean())
+
+
+def _chain_text(rows: int, length: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Text where 0, 1 and 2 are each followed by the next of them (2 by 0) more often than by
+    any other token: a model that learns it loops through 0 1 2 when decoding greedily."""
+    tokens = torch.zeros(rows, length + 1, dtype=torch.long)
+    tokens[:, 0] = torch.randint(0, 12, (rows,), generator=gen)
+    for t in range(1, length + 1):
+        previous = tokens[:, t - 1]
+        follow = torch.rand(rows, generator=gen) < 0.5
+        other = torch.randint(0, 12, (rows,), generator=gen)
+        tokens[:, t] = torch.where(follow, torch.where(previous < 3, (previous + 1) % 3, 0), other)
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("world_of_one")
+def test_steps_with_the_term_report_it_and_train_the_greedy_loops_away():
+    model = ModelConfig(vocab_size=12, block_size=32, d_model=32, n_head=2, n_layer=2, d_ff=64)
+    prompts, _ = _chain_text(32, 8, torch.Generator().manual_seed(4))
+    shares: dict[float, float] = {}
+    terms: dict[float, float] = {}
+    for weight in (0.0, 1.0):
+        cfg = TrainConfig(
+            zero_stage=1, num_workers=1, global_batch_size=32, micro_batch_size=32, lr=3e-3,
+            warmup_steps=0, max_steps=90, sequence_unlikelihood=weight,
+            sequence_unlikelihood_steps=30 if weight else 0, sequence_unlikelihood_prefix=8,
+            sequence_unlikelihood_tokens=24,
+        )  # fmt: skip
+        torch.manual_seed(0)
+        engine = build_engine(model, cfg, 1, torch.device("cpu"))
+        step = TrainStep(engine, cfg, torch.device("cpu"), 1)
+        gen = torch.Generator().manual_seed(3)
+        for s in range(cfg.max_steps):
+            if s == 60:  # the same model in both runs so far: the loops it falls into
+                loops = greedy_continuations(engine.module, prompts, 24)
+            x, y = _chain_text(32, 32, gen)  # new text every step: nothing to memorise
+            result = step([(x, y)], lr=3e-3, sequence_term=cfg.sequence_term_at(s))
+            if cfg.sequence_term_at(s):
+                assert result.sequence_unlikelihood is not None
+                assert result.sequence_unlikelihood >= 0
+            else:
+                assert result.sequence_unlikelihood is None
+        with torch.no_grad():
+            logits, _ = engine.module(loops[:, :-1])
+        terms[weight] = float(sequence_unlikelihood(logits, loops, 8, n=4))
+        shares[weight] = _greedy_repeat_share(engine.module, prompts, 24)
+    # cross-entropy alone keeps looping; the term makes the repeats of step 60 unlikely and
+    # greedy decoding repeats less
+    assert shares[0.0] > 0.5 and terms[0.0] > 0.3, (shares, terms)
+    assert terms[1.0] < 0.3 * terms[0.0], terms
+    assert shares[1.0] < shares[0.0] - 0.1, shares
