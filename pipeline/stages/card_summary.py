@@ -3,7 +3,9 @@ and what the figures do not show; built from the perplexity and sample stages' s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from lmforge.pipeline.stages.model_card import Section
 
@@ -71,25 +73,41 @@ def baseline_comparisons(ppl: dict) -> list[BaselineComparison]:
     return comparisons
 
 
-def objective_note(unlikelihood: float) -> list[str]:
-    """What a model trained with an unlikelihood term was trained on (nothing for cross-entropy
-    alone)."""
-    if unlikelihood <= 0:
-        return []
-    return [
-        f"Trained on cross-entropy plus a token-level unlikelihood term (weight {unlikelihood:g}, "
-        "`train.unlikelihood`) that lowers the probability of repeating tokens of the context: "
-        "it trades a little perplexity for fewer greedy loops. The perplexity above scores "
-        "the model's next-token probabilities as for any model; the term is not part of it."
-    ]
+def objective_note(train: Mapping[str, Any]) -> list[str]:
+    """What a model trained with an unlikelihood term was trained on, from the pretrain stage's
+    `train` config (nothing for cross-entropy alone)."""
+    token = float(train.get("unlikelihood", 0.0))
+    sequence = float(train.get("sequence_unlikelihood", 0.0))
+    notes = []
+    if token > 0:
+        notes.append(
+            f"Trained on cross-entropy plus a token-level unlikelihood term (weight {token:g}, "
+            "`train.unlikelihood`) that lowers the probability of repeating tokens of the "
+            "context: it trades a little perplexity for fewer greedy loops."
+        )
+    if sequence > 0:
+        notes.append(
+            f"Its last {train.get('sequence_unlikelihood_steps')} training steps added a "
+            f"sequence-level unlikelihood term (weight {sequence:g}, "
+            "`train.sequence_unlikelihood`): the model continued prefixes of training text "
+            "greedily and the tokens of the 4-grams it repeated were made less likely, so its "
+            "greedy completions loop less than cross-entropy alone leaves them."
+        )
+    if notes:
+        notes.append(
+            "The perplexity above scores the model's next-token probabilities as for any model; "
+            "the unlikelihood terms are not part of it."
+        )
+    return notes
 
 
 def summary_sections(
-    ppl: dict, sample_stats: dict, samples: list[dict], unlikelihood: float = 0.0
+    ppl: dict, sample_stats: dict, samples: list[dict], train: Mapping[str, Any] | None = None
 ) -> list[Section]:
     """The card's opening: verdicts against the baselines, three completions, what is not shown.
 
-    unlikelihood: the run's `train.unlikelihood`, named above the completions."""
+    train: the pretrain stage's `train` config; its unlikelihood terms are named above the
+    completions."""
     model = ppl["val_perplexity"]
     interval = ""
     if "val_perplexity_ci_low" in ppl:
@@ -121,7 +139,7 @@ def summary_sections(
         Section("How the model compares", paragraphs=[opening], bullets=verdicts),
         Section(
             "Three completions (greedy)",
-            paragraphs=objective_note(unlikelihood),
+            paragraphs=objective_note(train or {}),
             bullets=[f"{s['prompt']} → {s['completion']!r}" for s in greedy[:3]],
             table=[
                 (label, f"{sample_stats[k]:.3g}") for label, k in degeneracy if k in sample_stats

@@ -131,9 +131,7 @@ def report(ctx: StageContext) -> dict:
             ppl,
             m["sample"],
             samples,
-            unlikelihood=ctx.input_manifests["pretrain"]["config"]["train"].get(
-                "unlikelihood", 0.0
-            ),
+            train=ctx.input_manifests["pretrain"]["config"]["train"],
         ),
         Section(
             "Data",

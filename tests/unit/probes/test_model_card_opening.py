@@ -79,6 +79,12 @@ def test_a_model_trained_with_unlikelihood_says_so_above_its_completions():
     samples = [{"mode": "greedy", "prompt": "p", "completion": "text"}]
     plain = summary_sections(PPL, {}, samples)
     assert plain[1].paragraphs == []
-    card = to_markdown("card", summary_sections(PPL, {}, samples, unlikelihood=0.5))
+    card = to_markdown("card", summary_sections(PPL, {}, samples, train={"unlikelihood": 0.5}))
     note = card.index("token-level unlikelihood term (weight 0.5")
     assert card.index("Three completions") < note < card.index("p → 'text'")
+    assert "sequence-level" not in card
+    train = {"sequence_unlikelihood": 1.0, "sequence_unlikelihood_steps": 200}
+    card = to_markdown("card", summary_sections(PPL, {}, samples, train=train))
+    note = card.index("Its last 200 training steps added a sequence-level unlikelihood term")
+    assert card.index("Three completions") < note < card.index("p → 'text'")
+    assert "token-level" not in card
