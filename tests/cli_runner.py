@@ -20,6 +20,7 @@ SHORT_TINY = [
     "eval.sample.max_new_tokens=16",
     "train.max_steps=20",
     "train.checkpoint_every=10",
+    "train.sequence_unlikelihood_steps=5",  # the preset's phase, its last steps
     "eval.harm.num_prompts=4",
     "eval.harm.bias_samples=0",
     "eval.harm.pii_samples=4",

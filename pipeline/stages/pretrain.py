@@ -30,7 +30,7 @@ def parse(sections: dict) -> PretrainConfig:
     # The vocabulary size comes from the trained tokenizer at run time; 256 only validates.
     model = from_mapping(ModelConfig, {"vocab_size": 256, **sections["model"]}, "model")
     train = from_mapping(TrainConfig, sections["train"], "train")
-    decoded = train.sequence_unlikelihood_prefix + train.sequence_unlikelihood_tokens
+    decoded = sum(train.sequence_decoding(model.block_size))
     if train.sequence_unlikelihood > 0 and decoded > model.block_size:
         raise ValueError(
             f"train.sequence_unlikelihood_prefix + train.sequence_unlikelihood_tokens = {decoded} "

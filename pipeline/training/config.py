@@ -54,10 +54,11 @@ class TrainConfig:
     and the tokens of repeated 4-grams in those continuations are made less likely; 0 = off."""
     sequence_unlikelihood_steps: int = 0
     """How many of the run's last steps add the sequence-level term."""
-    sequence_unlikelihood_prefix: int = 32
-    """Tokens of each window the model continues from."""
-    sequence_unlikelihood_tokens: int = 64
-    """Tokens the model decodes after each prefix (prefix + these <= model.block_size)."""
+    sequence_unlikelihood_prefix: int | None = None
+    """Tokens of each window the model continues from; None = a quarter of model.block_size."""
+    sequence_unlikelihood_tokens: int | None = None
+    """Tokens the model decodes after each prefix (prefix + these <= model.block_size); None =
+    half of model.block_size."""
     zero_stage: int = 2
     """DeepSpeed ZeRO stage 0-3, read from conf/deepspeed/zeroN.json."""
     offload_optimizer: bool = False
@@ -103,8 +104,10 @@ class TrainConfig:
             _require(name, getattr(self, name), minimum=0)
         _require("cpus_per_worker", self.cpus_per_worker, minimum=0)
         _require("sequence_unlikelihood_steps", self.sequence_unlikelihood_steps, minimum=0)
-        _require("sequence_unlikelihood_prefix", self.sequence_unlikelihood_prefix, minimum=1)
-        _require("sequence_unlikelihood_tokens", self.sequence_unlikelihood_tokens, minimum=4)
+        if self.sequence_unlikelihood_prefix is not None:
+            _require("sequence_unlikelihood_prefix", self.sequence_unlikelihood_prefix, minimum=1)
+        if self.sequence_unlikelihood_tokens is not None:
+            _require("sequence_unlikelihood_tokens", self.sequence_unlikelihood_tokens, minimum=4)
         _require("max_failures", self.max_failures, minimum=-1)
         _choose("schedule", self.schedule, SCHEDULES)
         _choose("placement_strategy", self.placement_strategy, PLACEMENT_STRATEGIES)
@@ -153,6 +156,15 @@ class TrainConfig:
         if self.sequence_unlikelihood <= 0:
             return False
         return step >= self.max_steps - self.sequence_unlikelihood_steps
+
+    def sequence_decoding(self, block_size: int) -> tuple[int, int]:
+        """(prefix, decoded tokens) of the sequence-level term for windows of `block_size`."""
+        prefix = self.sequence_unlikelihood_prefix
+        tokens = self.sequence_unlikelihood_tokens
+        return (
+            prefix if prefix is not None else max(1, block_size // 4),
+            tokens if tokens is not None else block_size // 2,
+        )
 
     @property
     def grad_accum_steps(self) -> int:

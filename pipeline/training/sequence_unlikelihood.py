@@ -44,8 +44,9 @@ def repeated_ngram_mask(continuation: Tensor, n: int) -> Tensor:
 
 
 def _full_parameters(module: torch.nn.Module):
-    """ZeRO-3 holds a partition of each parameter: gather them whole for decoding (a no-op
-    context for other stages)."""
+    """ZeRO-3 holds a partition of each parameter, and its hooks would gather each module's
+    again for every decoded token: gather them all once for the whole decoding (a no-op context
+    for other stages)."""
     if not any(hasattr(p, "ds_id") for p in module.parameters()):
         return contextlib.nullcontext()
     import deepspeed

@@ -189,10 +189,8 @@ class TrainStep:
 
     def _sequence_term(self, x: torch.Tensor) -> torch.Tensor:
         """The sequence-level unlikelihood term of the greedy continuations of x's prefixes."""
-        prefix = self.cfg.sequence_unlikelihood_prefix
-        sequences = greedy_continuations(
-            self.engine.module, x[:, :prefix], self.cfg.sequence_unlikelihood_tokens
-        )
+        prefix, tokens = self.cfg.sequence_decoding(x.size(1))
+        sequences = greedy_continuations(self.engine.module, x[:, :prefix], tokens)
         logits, _ = self.engine(sequences[:, :-1])
         return sequence_unlikelihood(logits, sequences, prefix, n=4)
 

@@ -85,6 +85,7 @@ def test_the_model_card_opens_with_the_comparison_and_completions(first_run):
         "What these figures do not show",
     ]
     assert "Kneser-Ney trigram" in card and "95% interval" in card
+    assert "Its last 200 training steps added a sequence-level unlikelihood term" in card
     sample = summary(workdir, "sample")
     for key in ("greedy_max_top_word_share", "greedy_max_word_4gram_count"):
         assert key in sample
@@ -115,6 +116,12 @@ def test_mlflow_holds_one_parent_with_one_nested_run_per_stage(first_run):
         assert f"time_{part}_s" in by_stage["pretrain"].data.metrics
     assert "data_wait_s" in by_stage["pretrain"].data.metrics
     assert by_stage["clean"].inputs.dataset_inputs, "clean logs its dataset with log_input"
+    # the preset's sequence-level unlikelihood phase: its last 200 of 1500 steps, logged every 10
+    history = mlflow.get_metric_history(
+        states["pretrain"]["mlflow_run_id"], "sequence_unlikelihood"
+    )
+    assert sorted(m.step for m in history) == list(range(1310, 1501, 10))
+    assert all(m.value > 0 for m in history)
 
 
 def test_every_stage_records_its_measured_cost_beside_the_estimate(first_run):

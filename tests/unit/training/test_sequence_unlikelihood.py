@@ -85,13 +85,24 @@ def test_bad_settings_are_refused():
         TrainConfig(sequence_unlikelihood=-1.0, sequence_unlikelihood_steps=5)
     with pytest.raises(ValueError, match="needs train.sequence_unlikelihood_steps >= 1"):
         TrainConfig(sequence_unlikelihood=0.5)
-    with pytest.raises(ValueError, match="must be <= model.block_size = 64"):
+    model = {"block_size": 64, "d_model": 32, "n_head": 2, "n_layer": 1, "d_ff": 64}
+    term = {"sequence_unlikelihood": 1.0, "sequence_unlikelihood_steps": 5}
+    with pytest.raises(ValueError, match="= 96 must be <= model.block_size = 64"):
         parse(
             {
-                "model": {"block_size": 64, "d_model": 32, "n_head": 2, "n_layer": 1, "d_ff": 64},
-                "train": {"sequence_unlikelihood": 1.0, "sequence_unlikelihood_steps": 5},
+                "model": model,
+                "train": {
+                    **term,
+                    "sequence_unlikelihood_prefix": 32,
+                    "sequence_unlikelihood_tokens": 64,
+                },
             }
-        )  # 32 + 64 tokens decoded in a 64-token context
+        )
+    with pytest.raises(ValueError, match="train.sequence_unlikelihood_prefix must be an integer"):
+        TrainConfig(**term, sequence_unlikelihood_prefix=0)
+    # unset lengths follow the window: a quarter of it as prefix, half of it decoded
+    assert parse({"model": model, "train": term}).train.sequence_decoding(64) == (16, 32)
+    assert TrainConfig(**term).sequence_decoding(128) == (32, 64)
 
 
 def test_with_the_term_max_steps_is_part_of_the_lineage():
@@ -158,3 +169,26 @@ def test_steps_with_the_term_report_it_and_train_the_greedy_loops_away():
     assert shares[0.0] > 0.5 and terms[0.0] > 0.3, (shares, terms)
     assert terms[1.0] < 0.3 * terms[0.0], terms
     assert shares[1.0] < shares[0.0] - 0.1, shares
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("world_of_one")
+def test_under_zero3_the_term_is_the_one_zero1_gives():
+    """ZeRO-3 holds each parameter as a partition: decoding with it gives the continuations,
+    and the term, that the same model gives under ZeRO-1."""
+    model = ModelConfig(vocab_size=12, block_size=32, d_model=32, n_head=2, n_layer=2, d_ff=64)
+    x, y = _chain_text(4, 32, torch.Generator().manual_seed(5))
+    terms = {}
+    for stage in (1, 3):
+        cfg = TrainConfig(
+            zero_stage=stage, num_workers=1, global_batch_size=4, micro_batch_size=4,
+            warmup_steps=0, max_steps=2, sequence_unlikelihood=1.0, sequence_unlikelihood_steps=2,
+            sequence_unlikelihood_prefix=8, sequence_unlikelihood_tokens=24,
+        )  # fmt: skip
+        torch.manual_seed(0)
+        engine = build_engine(model, cfg, 1, torch.device("cpu"))
+        step = TrainStep(engine, cfg, torch.device("cpu"), 1)
+        terms[stage] = [step([(x, y)], lr=1e-2, sequence_term=True).sequence_unlikelihood]
+        terms[stage].append(step([(x, y)], lr=1e-2, sequence_term=True).sequence_unlikelihood)
+    assert terms[1][0] > 0
+    assert terms[3] == pytest.approx(terms[1], rel=1e-4), terms
