@@ -13,7 +13,9 @@ token shards:
 
 `reference` is a plain loop written here (GPT, torch AdamW, clip_grad_norm_, one process, all
 the CPUs); where the preset trains with `train.unlikelihood`, both loops add that term to
-cross-entropy with the same function. Rates are tokens per step over the median step time (steps
+cross-entropy with the same function. Both time the steps the preset spends most of its run on:
+its last steps' sequence-level unlikelihood term (`train.sequence_unlikelihood`), whose greedy
+decoding is the same model work whatever drives the loop, is left out of both. Rates are tokens per step over the median step time (steps
 after the first, so start-up and warm-up are left out; the median keeps a burst of load from
 other processes on a shared machine from deciding the result); the mean-based rate is printed
 beside it. The plain loop and lmforge alternate `--repeats` times, the plain loop first and
