@@ -15,11 +15,12 @@ token shards:
 the CPUs); where the preset trains with `train.unlikelihood`, both loops add that term to
 cross-entropy with the same function. Both time the steps the preset spends most of its run on:
 its last steps' sequence-level unlikelihood term (`train.sequence_unlikelihood`), whose greedy
-decoding is the same model work whatever drives the loop, is left out of both. Rates are tokens per step over the median step time (steps
-after the first, so start-up and warm-up are left out; the median keeps a burst of load from
-other processes on a shared machine from deciding the result); the mean-based rate is printed
-beside it. The plain loop and lmforge alternate `--repeats` times, the plain loop first and
-last, and each contender's steps are pooled. Prints a table and, last, one JSON line: {"bench":
+decoding is the same model work whatever drives the loop, is left out of both. Rates are
+tokens per step over the median step time (steps after the first, so start-up and warm-up are
+left out; the median keeps a burst of load from other processes on a shared machine from
+deciding the result); the mean-based rate is printed beside it. The plain loop and lmforge
+alternate `--repeats` times, the plain loop first and last, and each contender's steps are
+pooled. Prints a table and, last, one JSON line: {"bench":
 "train_throughput", "model": M, "unit": "tokens/s", "lmforge": X, "reference": Y, "ratio": X/Y}
 (plus "zero2_2workers" for `base`, "unlikelihood" for a case trained with it). The goal is ratio
 >= 0.95 for `base`, >= 0.9 for `tiny`. "data_wait_share" is the share of lmforge's step time
