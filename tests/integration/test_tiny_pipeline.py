@@ -12,7 +12,9 @@ from cli_runner import lmforge, status, summary
 
 from lmforge.pipeline.tracking import client
 
-pytestmark = pytest.mark.integration
+# The demo-size run takes 14-15 minutes on the slowest machine it has run on: the first test,
+# which makes it, gets more than the suite's 900 s.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 TINY = ["preset=tiny"]
 """The demo's configuration, as `make demo` runs it."""
@@ -33,7 +35,7 @@ ALL = {
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("tiny") / "runs"
-    proc = lmforge("run", *TINY, f"workdir={workdir}")
+    proc = lmforge("run", *TINY, f"workdir={workdir}", timeout=1800)
     return workdir, proc, status(workdir)
 
 
@@ -85,7 +87,7 @@ def test_the_model_card_opens_with_the_comparison_and_completions(first_run):
         "What these figures do not show",
     ]
     assert "Kneser-Ney trigram" in card and "95% interval" in card
-    assert "Its last 200 training steps added a sequence-level unlikelihood term" in card
+    assert "Its last 300 training steps added a sequence-level unlikelihood term" in card
     sample = summary(workdir, "sample")
     for key in ("greedy_max_top_word_share", "greedy_max_word_4gram_count"):
         assert key in sample
@@ -116,11 +118,11 @@ def test_mlflow_holds_one_parent_with_one_nested_run_per_stage(first_run):
         assert f"time_{part}_s" in by_stage["pretrain"].data.metrics
     assert "data_wait_s" in by_stage["pretrain"].data.metrics
     assert by_stage["clean"].inputs.dataset_inputs, "clean logs its dataset with log_input"
-    # the preset's sequence-level unlikelihood phase: its last 200 of 1500 steps, logged every 10
+    # the preset's sequence-level unlikelihood phase: its last 300 of 1500 steps, logged every 10
     history = mlflow.get_metric_history(
         states["pretrain"]["mlflow_run_id"], "sequence_unlikelihood"
     )
-    assert sorted(m.step for m in history) == list(range(1310, 1501, 10))
+    assert sorted(m.step for m in history) == list(range(1210, 1501, 10))
     assert all(m.value > 0 for m in history)
 
 
