@@ -30,6 +30,8 @@ ARGS = [
     "train.zero_stage=3",
     "train.max_steps=30",
     "train.checkpoint_every=10",
+    # the preset's sequence-level phase on the last 5 steps: after the resume from step 20
+    "train.sequence_unlikelihood_steps=5",
 ]
 
 
