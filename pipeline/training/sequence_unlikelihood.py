@@ -21,9 +21,7 @@ import torch
 from torch import Tensor
 
 from lmforge.model.generate import SamplingConfig, generate
-
-_MAX_PROB = 1.0 - 1e-5
-"""log(1 - p) is clamped here so a certain repeat gives a large but finite term."""
+from lmforge.pipeline.training.unlikelihood import unlikelihood_penalty
 
 
 def repeated_ngram_mask(continuation: Tensor, n: int) -> Tensor:
@@ -75,6 +73,6 @@ def sequence_unlikelihood(logits: Tensor, sequences: Tensor, prefix: int, n: int
     continuation = sequences[:, prefix:]
     mask = repeated_ngram_mask(continuation, n)
     log_probs = logits[:, prefix - 1 :].float().log_softmax(dim=-1)
-    prob = log_probs.gather(2, continuation.unsqueeze(-1)).squeeze(-1).exp()
-    per_token = -torch.log1p(-prob.clamp(max=_MAX_PROB)) * mask
+    per_token = unlikelihood_penalty(log_probs.gather(2, continuation.unsqueeze(-1)).squeeze(-1))
+    per_token = per_token * mask
     return per_token.sum() / continuation.numel()

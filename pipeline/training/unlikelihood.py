@@ -24,6 +24,12 @@ _MAX_PROB = 1.0 - 1e-5
 """log(1 - p) is clamped here so a confident wrong candidate gives a large but finite term."""
 
 
+def unlikelihood_penalty(log_prob: Tensor) -> Tensor:
+    """-log(1 - p) of each log-probability, p clamped below 1 (the penalty of both the token-level
+    and the sequence-level term)."""
+    return -torch.log1p(-log_prob.exp().clamp(max=_MAX_PROB))
+
+
 def context_candidates(inputs: Tensor, targets: Tensor) -> Tensor:
     """[B, T, S] bool: inputs[b, s] is a candidate of position t, that is s <= t, s is the first
     position of its token in the row (each token counts once), and it is not targets[b, t]."""
@@ -41,8 +47,7 @@ def token_unlikelihood(log_probs: Tensor, inputs: Tensor, targets: Tensor) -> Te
     batch, length = inputs.shape
     candidates = context_candidates(inputs, targets)
     index = inputs[:, None, :].expand(batch, length, length)
-    prob = log_probs.gather(2, index).exp().clamp(max=_MAX_PROB)
-    per_position = -(torch.log1p(-prob) * candidates).sum(dim=-1)
+    per_position = (unlikelihood_penalty(log_probs.gather(2, index)) * candidates).sum(dim=-1)
     scored = targets != -100
     return (per_position * scored).sum() / scored.sum().clamp_min(1)
 
