@@ -22,7 +22,7 @@ from lmforge.pipeline.proc_stats import large_allocations_mapped
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.deepspeed_config import deepspeed_config
 from lmforge.pipeline.training.sequence_unlikelihood import (
-    greedy_continuations,
+    GreedyDecoder,
     sequence_unlikelihood,
 )
 from lmforge.pipeline.training.step_times import StepTimes, time_gradient_reduction
@@ -139,6 +139,7 @@ class TrainStep:
         self.stage = engine.zero_optimization_stage()
         self.times = times or StepTimes()
         time_gradient_reduction(engine, self.times)
+        self._decoder = GreedyDecoder(engine.module)
 
     def __call__(
         self,
@@ -190,7 +191,7 @@ class TrainStep:
     def _sequence_term(self, x: torch.Tensor) -> torch.Tensor:
         """The sequence-level unlikelihood term of the greedy continuations of x's prefixes."""
         prefix, tokens = self.cfg.sequence_decoding(x.size(1))
-        sequences = greedy_continuations(self.engine.module, x[:, :prefix], tokens)
+        sequences = self._decoder(x[:, :prefix], tokens)
         logits, _ = self.engine(sequences[:, :-1])
         return sequence_unlikelihood(logits, sequences, prefix, n=4)
 

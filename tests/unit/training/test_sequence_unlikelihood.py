@@ -14,6 +14,7 @@ from lmforge.model.gpt import GPT
 from lmforge.pipeline.stages.pretrain import parse, trajectory_neutral
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.sequence_unlikelihood import (
+    GreedyDecoder,
     greedy_continuations,
     repeated_ngram_mask,
     sequence_unlikelihood,
@@ -190,5 +191,11 @@ def test_under_zero3_the_term_is_the_one_zero1_gives():
         step = TrainStep(engine, cfg, torch.device("cpu"), 1)
         terms[stage] = [step([(x, y)], lr=1e-2, sequence_term=True).sequence_unlikelihood]
         terms[stage].append(step([(x, y)], lr=1e-2, sequence_term=True).sequence_unlikelihood)
+        if stage == 3:  # decoded by a plain replica, built without drawing from training's RNG
+            rng = torch.get_rng_state()
+            decoder = GreedyDecoder(engine.module)
+            assert torch.equal(decoder(x[:, :8], 24), step._decoder(x[:, :8], 24))
+            assert torch.equal(torch.get_rng_state(), rng)
+            assert not any(hasattr(p, "ds_id") for p in decoder._replica.parameters())
     assert terms[1][0] > 0
     assert terms[3] == pytest.approx(terms[1], rel=1e-4), terms
