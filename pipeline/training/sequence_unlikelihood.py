@@ -78,14 +78,16 @@ class GreedyDecoder:
         if self._replica is None:
             with torch.random.fork_rng(devices=[]):  # its init must not move training's RNG
                 self._replica = type(self.module)(self.module.config)
+            # ZeRO-3 partitions parameters only, and the buffers (a fixed position table) do
+            # not change in training: copied once, onto the module's device
+            buffers = dict(self.module.named_buffers())
+            for name, buffer in self._replica.named_buffers():
+                buffer.data = buffers[name].data.clone()
         replica = self._replica.train(self.module.training)
         params = dict(self.module.named_parameters())
         with deepspeed.zero.GatheredParameters(list(params.values()), modifier_rank=None):
             for name, param in replica.named_parameters():
                 param.data = params[name].data.detach().clone()
-        buffers = dict(self.module.named_buffers())
-        for name, buffer in replica.named_buffers():
-            buffer.data = buffers[name].data.clone()
         return replica
 
 
