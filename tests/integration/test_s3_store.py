@@ -23,10 +23,10 @@ def test_tiny_pipeline_with_its_store_in_a_bucket(s3, workdir):
     # continues the run's trajectory, so the longer run below resumes from its checkpoint. The
     # preset's sequence-level phase runs on a run's last steps, which a longer run moves, so it is
     # off here (with it on, max_steps is part of pretrain's key: no checkpoint to resume from).
-    constant_rate = ["train.min_lr=3.0e-3", "train.sequence_unlikelihood=0"]
+    continuable = ["train.min_lr=3.0e-3", "train.sequence_unlikelihood=0"]
     args = [
         "run", f"workdir={workdir}", "cluster.store_uri=s3://lmforge/store", *SHORT_TINY,
-        *constant_rate,
+        *continuable,
     ]  # fmt: skip
     lmforge(*args, env=env)
     states = status(workdir)
