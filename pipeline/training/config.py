@@ -151,11 +151,17 @@ class TrainConfig:
         if self.peak_flops is not None and not self.peak_flops > 0:
             raise ValueError(f"train.peak_flops must be > 0 or null, got {self.peak_flops!r}")
 
+    @property
+    def sequence_phase_start(self) -> int:
+        """The first (0-based) step with the sequence-level unlikelihood term; max_steps when
+        no step has it."""
+        if self.sequence_unlikelihood <= 0:
+            return self.max_steps
+        return max(0, self.max_steps - self.sequence_unlikelihood_steps)
+
     def sequence_term_at(self, step: int) -> bool:
         """Whether step `step` (0-based) adds the sequence-level unlikelihood term."""
-        if self.sequence_unlikelihood <= 0:
-            return False
-        return step >= self.max_steps - self.sequence_unlikelihood_steps
+        return step >= self.sequence_phase_start
 
     def sequence_decoding(self, block_size: int) -> tuple[int, int]:
         """(prefix, decoded tokens) of the sequence-level term for windows of `block_size`."""

@@ -7,7 +7,9 @@ step 120/400 loss 3.2100 lr 5.0e-04 12.3k tok/s MFU 0.4% ETA 1m20s | compute 71%
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -107,3 +109,67 @@ class MlflowMetrics:
         now = int(time.time() * 1000)
         metrics = [self._metric(key, float(v), now, step) for key, v in values.items()]
         self._client.log_batch(self._run_id, metrics=metrics)
+
+
+def recent_step_seconds(durations: list[float], done: int, phase_start: int) -> dict[bool, float]:
+    """Median seconds of the steps in `durations` (the last ones of a run that has finished
+    `done` steps), keyed by whether they carry the sequence-level term (0-based index >=
+    `phase_start`); a kind absent from them is absent from the result."""
+    first = done - len(durations)  # 0-based index of durations[0]
+    kinds: dict[bool, list[float]] = {False: [], True: []}
+    for offset, seconds in enumerate(durations):
+        kinds[first + offset >= phase_start].append(seconds)
+    return {kind: statistics.median(values) for kind, values in kinds.items() if values}
+
+
+def eta_seconds(
+    *, done: int, max_steps: int, phase_start: int, plain_s: float, phase_s: float
+) -> float:
+    """Seconds left for steps [done, max_steps): `plain_s` each before `phase_start`, `phase_s`
+    each from it (the sequence-level term's steps decode and run a second forward and
+    backward: about three times a plain step for the tiny preset)."""
+    plain_left = max(0, min(max_steps, phase_start) - done)
+    phase_left = max(0, max_steps - max(done, phase_start))
+    return plain_left * plain_s + phase_left * phase_s
+
+
+def phase_step_estimate(
+    plain_s: float,
+    *,
+    decoded_tokens: int,
+    sequence_tokens: int,
+    block_size: int,
+    decoding_s: float | None,
+) -> float:
+    """Seconds of a step with the sequence-level term, before one has run: a plain step, a
+    second forward and backward over `sequence_tokens` (prefix + decoded, per window) in
+    proportion, and the decoding: `decoding_s` (timed once for all micro-batches of a step) or,
+    unknown, a forward pass over the decoded tokens (a third of a step's work per token; a
+    small model's decoding is slower than that: its calls are too small to keep the CPU busy)."""
+    second_pass = plain_s * sequence_tokens / block_size
+    if decoding_s is None:
+        decoding_s = plain_s * decoded_tokens / (3 * block_size)
+    return plain_s + second_pass + decoding_s
+
+
+def training_eta(
+    *,
+    done: int,
+    max_steps: int,
+    phase_start: int,
+    measured: dict[bool, float],
+    plain_fallback_s: float,
+    phase_estimate: Callable[[float], float],
+) -> float:
+    """Seconds left of a run: each remaining step at the `measured` seconds of its kind
+    (`recent_step_seconds`); a plain step, unmeasured, at `plain_fallback_s`; a step with the
+    sequence-level term, while none has been measured and some remain, at `phase_estimate` of
+    the plain step's seconds (called only then: it may time a decoding)."""
+    plain_s = measured.get(False, plain_fallback_s)
+    phase_s = measured.get(True)
+    if phase_s is None:
+        remain = max(done, phase_start) < max_steps
+        phase_s = phase_estimate(plain_s) if remain else plain_s
+    return eta_seconds(
+        done=done, max_steps=max_steps, phase_start=phase_start, plain_s=plain_s, phase_s=phase_s
+    )

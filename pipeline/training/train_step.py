@@ -10,6 +10,7 @@ pre-clip gradient norm; it charges its time to compute, comm and optimizer (`ste
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import deepspeed
@@ -187,6 +188,18 @@ class TrainStep:
             unlikelihood=unlikely_value if weight > 0 else None,
             sequence_unlikelihood=repeats_value if sequence_term else None,
         )
+
+    def decoding_seconds(self, x: torch.Tensor) -> float | None:
+        """Seconds the sequence-level term's greedy decoding takes on micro-batch `x`, timed
+        once on this rank alone (for the ETA before the phase: `progress.phase_step_estimate`);
+        None under ZeRO-3, whose decoding gathers parameters from every rank. The decoding
+        draws no random numbers and leaves no gradient, so training is unchanged."""
+        if self._decoder.partitioned:
+            return None
+        prefix, tokens = self.cfg.sequence_decoding(x.size(1))
+        start = time.perf_counter()
+        self._decoder(x[:, :prefix].to(self.device), tokens)
+        return time.perf_counter() - start
 
     def _sequence_term(self, x: torch.Tensor) -> torch.Tensor:
         """The sequence-level unlikelihood term of the greedy continuations of x's prefixes."""

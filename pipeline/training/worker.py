@@ -29,7 +29,14 @@ from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.job import TrainingJob
 from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
 from lmforge.pipeline.training.prefetch import BatchPrefetcher
-from lmforge.pipeline.training.progress import MlflowMetrics, ThroughputMeter, progress_line
+from lmforge.pipeline.training.progress import (
+    MlflowMetrics,
+    ThroughputMeter,
+    phase_step_estimate,
+    progress_line,
+    recent_step_seconds,
+    training_eta,
+)
 from lmforge.pipeline.training.ray_checkpoint import report_final
 from lmforge.pipeline.training.resume import check_layout, check_resumable, choose_checkpoint
 from lmforge.pipeline.training.sample_index import open_for_run
@@ -96,6 +103,11 @@ class WorkerRun:
         )
         self.tokens_per_step = self.cfg.global_batch_size * job.model.block_size
         self.meter = ThroughputMeter(self.tokens_per_step)
+        self.step_seconds: dict[bool, float] = {}
+        """Rank 0: recent median seconds of a step without (False) and with (True) the
+        sequence-level term, for the ETA."""
+        self.decoding_s: float | None = None
+        self._decoding_timed = False
         self.saved_step = self.resumed_from
         self.metrics_sink = None
         self.peak, self.peak_source = None, ""
@@ -149,7 +161,7 @@ class WorkerRun:
                 fault.maybe_fire(self.rank, done)
             if self.rank == 0 and cfg.log_every and self.state.step % cfg.log_every == 0:
                 with self.times.part("log"):
-                    self._log(result, lr)
+                    self._log(result, lr, batches)
             if cfg.checkpoint_every and self.state.step % cfg.checkpoint_every == 0:
                 with self.times.part("checkpoint"):  # the copy to CPU memory; writing goes on
                     self.saver.save(self.state)
@@ -168,7 +180,7 @@ class WorkerRun:
         if self.rank == 0:
             self.meter.step_done(self.state.step)
 
-    def _log(self, result: StepResult, lr: float) -> None:
+    def _log(self, result: StepResult, lr: float, batches: list) -> None:
         rate = self.meter.window_rate()
         mfu = model_flops_utilisation(rate, self.job.model, self.peak, self.world)
         times = self.times.take()
@@ -188,8 +200,7 @@ class WorkerRun:
             values["sequence_unlikelihood"] = result.sequence_unlikelihood
         if self.metrics_sink is not None:
             self.metrics_sink.log(self.state.step, values)
-        remaining = (self.cfg.max_steps - self.state.step) * self.tokens_per_step
-        eta = remaining / rate if rate > 0 else 0.0
+        eta = self._eta(rate, batches)
         line = progress_line(
             step=self.state.step,
             max_steps=self.cfg.max_steps,
@@ -200,6 +211,39 @@ class WorkerRun:
             eta_s=eta,
         )
         _say(f"{line} | {breakdown(times)}{data_wait_note(times)}")
+
+    def _eta(self, rate: float, batches: list) -> float:
+        """Seconds left (`progress.training_eta`); the sequence-level term's steps, before any
+        has run, estimated from a plain step and one timed decoding
+        (`progress.phase_step_estimate`)."""
+        cfg = self.cfg
+        done = self.state.step
+        recent = self.meter.durations[-max(1, cfg.log_every) :]
+        self.step_seconds.update(recent_step_seconds(recent, done, cfg.sequence_phase_start))
+
+        def phase_estimate(plain_s: float) -> float:
+            if not self._decoding_timed:
+                self._decoding_timed = True
+                one = self.train_step.decoding_seconds(batches[0][0])
+                self.decoding_s = None if one is None else one * len(batches)
+            block = self.job.model.block_size
+            prefix, tokens = cfg.sequence_decoding(block)
+            return phase_step_estimate(
+                plain_s,
+                decoded_tokens=tokens,
+                sequence_tokens=prefix + tokens,
+                block_size=block,
+                decoding_s=self.decoding_s,
+            )
+
+        return training_eta(
+            done=done,
+            max_steps=cfg.max_steps,
+            phase_start=cfg.sequence_phase_start,
+            measured=self.step_seconds,
+            plain_fallback_s=self.tokens_per_step / rate if rate > 0 else 0.0,
+            phase_estimate=phase_estimate,
+        )
 
     def _summary(self, final: Published) -> dict:
         losses = self.state.losses

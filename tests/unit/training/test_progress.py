@@ -12,9 +12,13 @@ from lmforge.model.flops import flops_per_token
 from lmforge.pipeline.training.mfu import measure_matmul_flops, model_flops_utilisation, table_peak
 from lmforge.pipeline.training.progress import (
     ThroughputMeter,
+    eta_seconds,
     format_duration,
     format_rate,
+    phase_step_estimate,
     progress_line,
+    recent_step_seconds,
+    training_eta,
 )
 
 
@@ -70,3 +74,64 @@ def test_known_gpus_get_their_data_sheet_peak_most_specific_name_first():
 def test_the_measured_matmul_rate_is_a_plausible_cpu_rate():
     rate = measure_matmul_flops(torch.device("cpu"), torch.float32, size=128, seconds=0.05)
     assert 1e7 < rate < 1e13
+
+
+def test_recent_step_seconds_are_medians_of_each_kind_of_step():
+    # 10 steps done, the last 4 timed: 0-based steps 6 and 7 plain, 8 and 9 with the term
+    assert recent_step_seconds([0.1, 0.3, 0.5, 0.7], done=10, phase_start=8) == {
+        False: pytest.approx(0.2),
+        True: pytest.approx(0.6),
+    }
+    assert recent_step_seconds([0.1, 0.2, 0.9], done=3, phase_start=100) == {False: 0.2}
+    assert recent_step_seconds([], done=3, phase_start=0) == {}
+
+
+def test_the_eta_counts_the_remaining_steps_of_each_kind_at_their_own_time():
+    # 1200 plain steps then 300 with the sequence-level term, 3x as long
+    kw = {"max_steps": 1500, "phase_start": 1200, "plain_s": 0.2, "phase_s": 0.6}
+    assert eta_seconds(done=1000, **kw) == pytest.approx(200 * 0.2 + 300 * 0.6)
+    assert eta_seconds(done=1300, **kw) == pytest.approx(200 * 0.6)
+    assert eta_seconds(done=1500, **kw) == 0
+    no_phase = {**kw, "phase_start": 1500}
+    assert eta_seconds(done=1000, **no_phase) == pytest.approx(500 * 0.2)
+
+
+def test_a_step_with_the_term_is_estimated_from_a_plain_step_and_the_decoding():
+    # a second forward and backward over 96 of 128 tokens, and the timed decoding
+    timed = phase_step_estimate(
+        0.2, decoded_tokens=64, sequence_tokens=96, block_size=128, decoding_s=0.15
+    )
+    assert timed == pytest.approx(0.2 + 0.2 * 96 / 128 + 0.15)
+    # untimed (ZeRO-3): the decoded tokens' forward pass, a third of their step's share
+    untimed = phase_step_estimate(
+        0.2, decoded_tokens=64, sequence_tokens=96, block_size=128, decoding_s=None
+    )
+    assert untimed == pytest.approx(0.2 + 0.2 * 96 / 128 + 0.2 * 64 / (3 * 128))
+
+
+def test_the_training_eta_estimates_the_term_s_steps_until_one_is_measured():
+    calls = []
+
+    def estimate(plain_s):
+        calls.append(plain_s)
+        return 3 * plain_s
+
+    kw = {"max_steps": 1500, "phase_start": 1200, "plain_fallback_s": 1.0}
+    # only plain steps measured, the phase ahead or just starting: estimated from them
+    for done in (100, 1200):
+        eta = training_eta(done=done, measured={False: 0.2}, phase_estimate=estimate, **kw)
+        assert eta == pytest.approx((1200 - done) * 0.2 + 300 * 0.6)
+    assert calls == [0.2, 0.2]
+    # once a step with the term is measured, its own time counts
+    eta = training_eta(done=1300, measured={False: 0.2, True: 0.7}, phase_estimate=estimate, **kw)
+    assert eta == pytest.approx(200 * 0.7)
+    # nothing measured yet: the fallback; no phase left: no estimate asked for
+    assert training_eta(done=10, measured={}, phase_estimate=estimate, **kw) == pytest.approx(
+        1190 * 1.0 + 300 * 3.0
+    )
+    calls.clear()
+    off = {**kw, "phase_start": 1500}
+    assert training_eta(done=10, measured={False: 0.2}, phase_estimate=estimate, **off) == (
+        pytest.approx(1490 * 0.2)
+    )
+    assert calls == []

@@ -79,6 +79,9 @@ def test_the_term_runs_on_the_last_steps_only():
     assert [cfg.sequence_term_at(s) for s in (0, 89, 90, 99)] == [False, False, True, True]
     off = TrainConfig(max_steps=100, sequence_unlikelihood_steps=10)
     assert not any(off.sequence_term_at(s) for s in range(100))
+    assert (cfg.sequence_phase_start, off.sequence_phase_start) == (90, 100)
+    longer = TrainConfig(max_steps=5, sequence_unlikelihood=1.0, sequence_unlikelihood_steps=10)
+    assert longer.sequence_phase_start == 0
 
 
 def test_bad_settings_are_refused():
@@ -190,6 +193,12 @@ def test_under_zero3_the_term_is_the_one_zero1_gives():
         engine = build_engine(model, cfg, 1, torch.device("cpu"))
         step = TrainStep(engine, cfg, torch.device("cpu"), 1)
         terms[stage] = [step([(x, y)], lr=1e-2, sequence_term=True).sequence_unlikelihood]
+        # the ETA's one timed decoding (rank 0 alone): none under ZeRO-3, whose decoding
+        # gathers from every rank; it draws no random numbers, and the next step is unchanged
+        rng = torch.get_rng_state()
+        probe = step.decoding_seconds(x)
+        assert (probe is None) if stage == 3 else (probe > 0)
+        assert torch.equal(torch.get_rng_state(), rng)
         terms[stage].append(step([(x, y)], lr=1e-2, sequence_term=True).sequence_unlikelihood)
         if stage == 3:  # decoded by a plain replica, built without drawing from training's RNG
             rng = torch.get_rng_state()
