@@ -196,15 +196,18 @@ class TrainStep:
         draws no random numbers and leaves no gradient, so training is unchanged."""
         if self._decoder.partitioned:
             return None
-        prefix, tokens = self.cfg.sequence_decoding(x.size(1))
         start = time.perf_counter()
-        self._decoder(x[:, :prefix].to(self.device), tokens)
+        self._greedy_continuations(x.to(self.device))
         return time.perf_counter() - start
+
+    def _greedy_continuations(self, x: torch.Tensor) -> tuple[int, torch.Tensor]:
+        """(prefix length, each window's prefix and its greedy continuation) for x's windows."""
+        prefix, tokens = self.cfg.sequence_decoding(x.size(1))
+        return prefix, self._decoder(x[:, :prefix], tokens)
 
     def _sequence_term(self, x: torch.Tensor) -> torch.Tensor:
         """The sequence-level unlikelihood term of the greedy continuations of x's prefixes."""
-        prefix, tokens = self.cfg.sequence_decoding(x.size(1))
-        sequences = self._decoder(x[:, :prefix], tokens)
+        prefix, sequences = self._greedy_continuations(x)
         logits, _ = self.engine(sequences[:, :-1])
         return sequence_unlikelihood(logits, sequences, prefix, n=4)
 
