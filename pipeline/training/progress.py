@@ -143,9 +143,10 @@ def phase_step_estimate(
 ) -> float:
     """Seconds of a step with the sequence-level term, before one has run: a plain step, a
     second forward and backward over `sequence_tokens` (prefix + decoded, per window) in
-    proportion, and the decoding: `decoding_s` (timed once for all micro-batches of a step) or,
-    unknown, a forward pass over the decoded tokens (a third of a step's work per token; a
-    small model's decoding is slower than that: its calls are too small to keep the CPU busy)."""
+    proportion (as if every continuation looped: only those that do go through it), and the
+    decoding: `decoding_s` (timed once for all micro-batches of a step) or, unknown, a forward
+    pass over the decoded tokens (a third of a step's work per token; a small model's decoding
+    is slower than that: its calls are too small to keep the CPU busy)."""
     second_pass = plain_s * sequence_tokens / block_size
     if decoding_s is None:
         decoding_s = plain_s * decoded_tokens / (3 * block_size)

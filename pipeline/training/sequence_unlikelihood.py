@@ -91,13 +91,23 @@ class GreedyDecoder:
         return replica
 
 
-def sequence_unlikelihood(logits: Tensor, sequences: Tensor, prefix: int, n: int) -> Tensor:
+def looping_rows(sequences: Tensor, prefix: int, n: int) -> Tensor:
+    """[B] bool: the rows of `sequences` [B, L] whose continuation (after `prefix` tokens)
+    repeats an n-gram, the only rows on which the term is not zero."""
+    return repeated_ngram_mask(sequences[:, prefix:], n).any(dim=1)
+
+
+def sequence_unlikelihood(
+    logits: Tensor, sequences: Tensor, prefix: int, n: int, positions: int | None = None
+) -> Tensor:
     """Mean over the continuation's positions of `-log(1 - p(token))` where the token lies in a
     repeated n-gram (`repeated_ngram_mask`); `logits` [B, L-1, V] are the model's over
-    `sequences[:, :-1]`, `sequences` [B, L] a prefix of `prefix` tokens and its continuation."""
+    `sequences[:, :-1]`, `sequences` [B, L] a prefix of `prefix` tokens and its continuation.
+    `positions` divides the sum instead of the continuation's size: the size of the whole batch
+    when `sequences` holds only its `looping_rows`, so the term is the whole batch's."""
     continuation = sequences[:, prefix:]
     mask = repeated_ngram_mask(continuation, n)
     log_probs = logits[:, prefix - 1 :].float().log_softmax(dim=-1)
     per_token = unlikelihood_penalty(log_probs.gather(2, continuation.unsqueeze(-1)).squeeze(-1))
     per_token = per_token * mask
-    return per_token.sum() / continuation.numel()
+    return per_token.sum() / (continuation.numel() if positions is None else positions)

@@ -24,6 +24,7 @@ from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.deepspeed_config import deepspeed_config
 from lmforge.pipeline.training.sequence_unlikelihood import (
     GreedyDecoder,
+    looping_rows,
     sequence_unlikelihood,
 )
 from lmforge.pipeline.training.step_times import StepTimes, time_gradient_reduction
@@ -120,6 +121,8 @@ class StepResult:
     """Mean token-level unlikelihood term, likewise (None when `train.unlikelihood` is 0)."""
     sequence_unlikelihood: float | None = None
     """Mean sequence-level unlikelihood term, likewise (None on steps without it)."""
+    looping_share: float | None = None
+    """Share of the greedy continuations of those steps that repeat a 4-gram, likewise."""
 
 
 class TrainStep:
@@ -153,8 +156,8 @@ class TrainStep:
         for group in base_optimizer(self.engine).param_groups:
             group["lr"] = lr
         weight = self.cfg.unlikelihood
-        # cross-entropy, token-level term, sequence-level term
-        total = torch.zeros(3, device=self.device)
+        # cross-entropy, token-level term, sequence-level term, share of looping continuations
+        total = torch.zeros(4, device=self.device)
         grad_norm = math.nan
         times = self.times
         for x, y in batches:
@@ -163,9 +166,10 @@ class TrainStep:
                 x, y = x.to(self.device), y.to(self.device)
                 loss, unlikely, objective = training_objective(self.engine, x, y, weight)
                 if sequence_term:
-                    repeats = self._sequence_term(x)
+                    repeats, looping = self._sequence_term(x)
                     objective = objective + self.cfg.sequence_unlikelihood * repeats
                     total[2] += repeats.detach()
+                    total[3] += looping
                 self.engine.backward(objective)  # DeepSpeed divides by the accumulation steps
                 total[0] += loss.detach().float()
                 if unlikely is not None:
@@ -181,12 +185,13 @@ class TrainStep:
             if self.world_size > 1:
                 dist.all_reduce(mean)
                 mean /= self.world_size
-            loss_value, unlikely_value, repeats_value = mean.tolist()
+            loss_value, unlikely_value, repeats_value, looping_value = mean.tolist()
         return StepResult(
             loss=loss_value,
             grad_norm=grad_norm,
             unlikelihood=unlikely_value if weight > 0 else None,
             sequence_unlikelihood=repeats_value if sequence_term else None,
+            looping_share=looping_value if sequence_term else None,
         )
 
     def decoding_seconds(self, x: torch.Tensor) -> float | None:
@@ -205,11 +210,24 @@ class TrainStep:
         prefix, tokens = self.cfg.sequence_decoding(x.size(1))
         return prefix, self._decoder(x[:, :prefix], tokens)
 
-    def _sequence_term(self, x: torch.Tensor) -> torch.Tensor:
-        """The sequence-level unlikelihood term of the greedy continuations of x's prefixes."""
+    def _sequence_term(self, x: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """The sequence-level unlikelihood term of the greedy continuations of x's prefixes, and
+        the share of those continuations that repeat a 4-gram.
+
+        A continuation that repeats no 4-gram adds nothing to the term, so only the rows that
+        loop go through the second forward and backward (most rows, once the term has done its
+        work); under ZeRO-3, whose forward gathers parameters with every rank, each rank runs
+        all of its rows, so that the ranks' collectives stay in step."""
         prefix, sequences = self._greedy_continuations(x)
+        positions = sequences[:, prefix:].numel()
+        loops = looping_rows(sequences, prefix, n=4)
+        share = float(loops.float().mean())
+        if not self._decoder.partitioned:
+            sequences = sequences[loops]
+            if not len(sequences):
+                return torch.zeros((), device=self.device), share
         logits, _ = self.engine(sequences[:, :-1])
-        return sequence_unlikelihood(logits, sequences, prefix, n=4)
+        return sequence_unlikelihood(logits, sequences, prefix, n=4, positions=positions), share
 
     def _clip_stage0(self) -> float:
         # ZeRO 0: gradients are all-reduced by now; DeepSpeed's own stage-0 clipping would drop

@@ -198,6 +198,8 @@ class WorkerRun:
             values["unlikelihood"] = result.unlikelihood
         if result.sequence_unlikelihood is not None:
             values["sequence_unlikelihood"] = result.sequence_unlikelihood
+        if result.looping_share is not None:
+            values["looping_share"] = result.looping_share
         if self.metrics_sink is not None:
             self.metrics_sink.log(self.state.step, values)
         eta = self._eta(rate, batches)

@@ -16,6 +16,7 @@ from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.sequence_unlikelihood import (
     GreedyDecoder,
     greedy_continuations,
+    looping_rows,
     repeated_ngram_mask,
     sequence_unlikelihood,
 )
@@ -162,8 +163,11 @@ def test_steps_with_the_term_report_it_and_train_the_greedy_loops_away():
             if cfg.sequence_term_at(s):
                 assert result.sequence_unlikelihood is not None
                 assert result.sequence_unlikelihood >= 0
+                assert 0 <= result.looping_share <= 1
+                assert (result.sequence_unlikelihood > 0) == (result.looping_share > 0)
             else:
                 assert result.sequence_unlikelihood is None
+                assert result.looping_share is None
         with torch.no_grad():
             logits, _ = engine.module(loops[:, :-1])
         terms[weight] = float(sequence_unlikelihood(logits, loops, 8, n=4))
@@ -173,6 +177,58 @@ def test_steps_with_the_term_report_it_and_train_the_greedy_loops_away():
     assert shares[0.0] > 0.5 and terms[0.0] > 0.3, (shares, terms)
     assert terms[1.0] < 0.3 * terms[0.0], terms
     assert shares[1.0] < shares[0.0] - 0.1, shares
+
+
+@pytest.mark.usefixtures("world_of_one")
+def test_only_the_rows_that_loop_go_through_the_second_pass_and_the_term_is_unchanged():
+    """The rows whose continuation repeats no 4-gram add nothing to the term: the step forwards
+    only the others, and the term and its gradient are those of the whole micro-batch."""
+    model = ModelConfig(vocab_size=64, block_size=32, d_model=32, n_head=2, n_layer=2, d_ff=64)
+    cfg = TrainConfig(
+        zero_stage=1, num_workers=1, global_batch_size=16, micro_batch_size=16, warmup_steps=0,
+        max_steps=1, sequence_unlikelihood=1.0, sequence_unlikelihood_steps=1,
+        sequence_unlikelihood_prefix=8, sequence_unlikelihood_tokens=12,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    engine = build_engine(model, cfg, 1, torch.device("cpu"))
+    step = TrainStep(engine, cfg, torch.device("cpu"), 1)
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randint(0, 64, (16, 32), generator=gen)
+    # the continuations the decoding is made to return: rows 0-5 loop, the others repeat no
+    # 4-gram (12 distinct tokens each), so the selection is known whatever the model decodes
+    continuations = torch.stack([torch.randperm(64, generator=gen)[:12] for _ in range(16)])
+    continuations[:6] = torch.tensor([5, 6, 7, 8] * 3)
+    step._greedy_continuations = lambda x: (8, torch.cat([x[:, :8], continuations[: len(x)]], 1))
+    sequences = torch.cat([x[:, :8], continuations], 1)
+    loops = looping_rows(sequences, 8, n=4)
+    assert loops.tolist() == [True] * 6 + [False] * 10
+
+    forwarded: list[int] = []  # the engine's forwards: the decoding runs the module itself
+    hook = engine.register_forward_pre_hook(lambda _, args: forwarded.append(len(args[0])))
+    term, share = step._sequence_term(x)
+    assert share == pytest.approx(6 / 16)
+    hook.remove()
+    assert forwarded == [int(loops.sum())]
+    params = list(engine.module.parameters())
+    grads = torch.autograd.grad(term, params, allow_unused=True)
+    logits, _ = engine.module(sequences[:, :-1])
+    whole = sequence_unlikelihood(logits, sequences, 8, n=4)
+    expected = torch.autograd.grad(whole, params, allow_unused=True)
+    assert float(term) == pytest.approx(float(whole), rel=1e-5)
+    assert float(term) > 0
+    for got, want in zip(grads, expected, strict=True):
+        assert (got is None) == (want is None)
+        if got is not None:
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)
+
+    # a micro-batch none of whose rows loops: no second pass at all, and a term of zero
+    continuations = continuations[6:]
+    calm = x[6:]
+    forwarded.clear()
+    hook = engine.register_forward_pre_hook(lambda _, args: forwarded.append(len(args[0])))
+    assert step._sequence_term(calm) == (0.0, 0.0)
+    hook.remove()
+    assert forwarded == []
 
 
 @pytest.mark.slow
