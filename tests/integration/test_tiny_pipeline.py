@@ -124,6 +124,11 @@ def test_mlflow_holds_one_parent_with_one_nested_run_per_stage(first_run):
     )
     assert sorted(m.step for m in history) == list(range(1210, 1501, 10))
     assert all(m.value > 0 for m in history)
+    # beside it, the share of the step's greedy continuations that repeat a 4-gram: a term
+    # above zero needs at least one
+    shares = mlflow.get_metric_history(states["pretrain"]["mlflow_run_id"], "looping_share")
+    assert sorted(m.step for m in shares) == list(range(1210, 1501, 10))
+    assert all(0 < m.value <= 1 for m in shares)
 
 
 def test_every_stage_records_its_measured_cost_beside_the_estimate(first_run):
