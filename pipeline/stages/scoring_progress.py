@@ -34,7 +34,8 @@ class ScoringProgress:
     `scoring_line` and records `score_<unit>_per_s` (step: the count so far) in the stage's
     MLflow run.
 
-    The rate runs from the first result on, so the actors' start-up does not count in the ETA.
+    The rate runs from the first result on, so the actors' start-up does not count in the ETA
+    (until a second result arrives, it runs from the start).
     """
 
     def __init__(
@@ -66,11 +67,17 @@ class ScoringProgress:
             self.report()
 
     def tokens_per_s(self) -> float:
-        """Units (tokens) per second since the first result (0 before a second one)."""
+        """Units (tokens) per second since the first result; while there is only that one (a
+        small split scored in one call), since the start, start-up included: a lower bound,
+        never 0 once something was scored."""
         if self._first is None:
             return 0.0
-        elapsed = self._clock() - self._first[0]
-        return (self.done - self._first[1]) / elapsed if elapsed > 0 else 0.0
+        now = self._clock()
+        first_at, first_done = self._first
+        if self.done > first_done and now > first_at:
+            return (self.done - first_done) / (now - first_at)
+        elapsed = now - self._started
+        return self.done / elapsed if elapsed > 0 else 0.0
 
     def elapsed_s(self) -> float:
         return self._clock() - self._started

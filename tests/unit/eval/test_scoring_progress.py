@@ -44,3 +44,16 @@ def test_rate_leaves_out_the_start_up_and_eta_follows_it(caplog):
     assert [step for _, step in metrics.logged] == [3_000, 5_000]  # every 10 s
     assert metrics.logged[-1][0] == {"score_tokens_per_s": 200.0}
     assert "5.0k/100.0k tokens (5%) 200 tok/s ETA 7m55s" in caplog.text
+
+
+def test_a_split_scored_in_one_result_gets_its_rate_from_the_start():
+    clock = Clock()
+    progress = ScoringProgress("perplexity", 4_096, every_s=30, clock=clock)
+    assert progress.tokens_per_s() == 0.0  # nothing scored yet
+    clock.now = 8.0  # the actors start and score everything in one call
+    progress.advance(4_096)
+    assert progress.tokens_per_s() == 512.0  # 4,096 tokens in 8 s, not 0
+    assert "4.1k/4.1k tokens (100%) 512 tok/s ETA 0s" in progress.report()
+    clock.now = 10.0
+    progress.advance(0)  # a later empty result leaves the rate from the start
+    assert progress.tokens_per_s() == 4_096 / 10.0
