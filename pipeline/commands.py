@@ -26,11 +26,30 @@ def _finish(record: PipelineRecord, workdir: Workdir, config: dict) -> int:
     print(status_table(record))
     report = next((s for s in record.stages if s.stage == "report" and s.artifact), None)
     if report:
-        print(f"\nmodel card: {report.artifact}/model_card.md")
+        print()
+        for number, line in enumerate(_headline(config, workdir, report.key)):
+            print(f"{'model:' if number == 0 else '':7}{line}")
+        print(f"model card: {report.artifact}/model_card.md")
     uri = resolve_tracking_uri(workdir.root, config["cluster"].get("tracking_uri"))
     print(f"results: {redact_text(str(config['cluster'].get('store_uri') or workdir.store))}")
     print(f"MLflow: {redact_text(uri)}   (open the UI with: lmforge ui workdir={workdir.root})")
     return 0
+
+
+def _headline(config: dict, workdir: Workdir, key: str) -> list[str]:
+    """The report's headline lines (its manifest's summary), or none: a report cached before
+    it had them, or a store that does not answer now, leaves the run's outcome as it is."""
+    from lmforge.pipeline.store import open_store
+    from lmforge.pipeline.store_settings import StoreSettings
+
+    try:
+        settings = StoreSettings.from_cluster(config["cluster"], workdir.root)
+        store = open_store(config["cluster"].get("store_uri"), workdir.root, settings)
+        manifest = store.manifest("report", key) or {}
+    except (LmforgeError, OSError):
+        return []
+    lines = manifest.get("summary", {}).get("headline", [])
+    return [line for line in lines if isinstance(line, str)]
 
 
 def run(args: argparse.Namespace, config: dict) -> int:

@@ -1,5 +1,6 @@
 """The opening of the model card: how the model compares with each baseline, three completions,
-and what the figures do not show; built from the perplexity and sample stages' summaries."""
+and what the figures do not show; built from the perplexity and sample stages' summaries. Its
+`headline` is the same answer in a few terminal lines, which `lmforge run` prints at the end."""
 
 from __future__ import annotations
 
@@ -147,3 +148,37 @@ def summary_sections(
         ),
         Section("What these figures do not show", bullets=NOT_SHOWN),
     ]
+
+
+HEADLINE_COMPLETION_CHARS = 100
+"""A greedy completion in the headline is cut to this many characters."""
+
+
+def headline(ppl: dict, samples: list[dict]) -> list[str]:
+    """The card's answer in at most three plain-text lines: the model's figures, its verdict
+    against each baseline, and its first greedy completion on one line."""
+    interval = ""
+    if "val_perplexity_ci_low" in ppl:
+        interval = (
+            f" (95% interval {ppl['val_perplexity_ci_low']:.1f}-"
+            f"{ppl['val_perplexity_ci_high']:.1f})"
+        )
+    figures = f"val perplexity {ppl['val_perplexity']:.1f}{interval}"
+    if "minimal_pair_accuracy" in ppl:
+        figures += f", minimal-pair accuracy {ppl['minimal_pair_accuracy']:.2f}"
+    lines = [figures]
+    verdicts = [f"{c.against} the {c.name} ({c.baseline:.1f})" for c in baseline_comparisons(ppl)]
+    if verdicts:
+        lines.append("; ".join(verdicts))
+    greedy = [s for s in samples if s.get("mode") == "greedy"] or samples
+    if greedy:
+        text = _one_line(greedy[0]["completion"]) or "(whitespace only)"
+        if len(text) > HEADLINE_COMPLETION_CHARS:
+            text = text[: HEADLINE_COMPLETION_CHARS - 3].rstrip() + "..."
+        lines.append(f"greedy: {_one_line(greedy[0]['prompt'])} -> {text}")
+    return lines
+
+
+def _one_line(text: str) -> str:
+    """`text` with every run of whitespace or unprintable characters as one space."""
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())

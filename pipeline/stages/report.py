@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmforge.pipeline.stage import StageContext, stage
-from lmforge.pipeline.stages.card_summary import summary_sections
+from lmforge.pipeline.stages.card_summary import headline, summary_sections
 from lmforge.pipeline.stages.model_card import Section, fmt, to_html, to_markdown
 from lmforge.pipeline.training.step_times import PARTS
 from lmforge.pipeline.typed_config import from_mapping
@@ -114,7 +114,7 @@ def _table(stats: dict, keys: list[str] | None = None) -> list[tuple[str, str]]:
     inputs=("clean", "train_tokenizer", "pretrain", "perplexity", "sample", "harm"),
     config=("eval.report",),
     parse_config=parse,
-    version="3",
+    version="4",
     num_cpus=0.5,
 )
 def report(ctx: StageContext) -> dict:
@@ -203,4 +203,8 @@ def report(ctx: StageContext) -> dict:
     for path in sorted(ctx.out_dir.iterdir()):  # hidden files are the engine's, not the card's
         if path.is_file() and not path.name.startswith("."):
             ctx.tracker.log_artifact(path, "model_card")
-    return {"model_card": "model_card.md", "val_perplexity": ppl.get("val_perplexity")}
+    return {
+        "model_card": "model_card.md",
+        "val_perplexity": ppl.get("val_perplexity"),
+        "headline": headline(ppl, samples),
+    }

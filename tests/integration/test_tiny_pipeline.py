@@ -43,6 +43,12 @@ def test_tiny_pipeline_runs_every_stage_to_completion(first_run):
     workdir, proc, states = first_run
     assert {name: s["state"] for name, s in states.items()} == {name: "ran" for name in ALL}
     assert "model_card.md" in proc.stdout and "lmforge ui" in proc.stdout
+    # the run ends with the model card's answer: figures, verdicts, a greedy completion
+    assert re.search(r"^model: val perplexity \d+\.\d \(95% interval ", proc.stdout, re.M)
+    assert re.search(
+        r"^ {7}(beats|does not beat|not distinguishable from) the add-k ", proc.stdout, re.M
+    )
+    assert re.search(r"^ {7}greedy: .+ -> ", proc.stdout, re.M)
 
 
 def test_the_demo_model_meets_the_quality_bar_of_the_demo(first_run):

@@ -6,6 +6,7 @@ import pytest
 from lmforge.pipeline.stages.card_summary import (
     BaselineComparison,
     baseline_comparisons,
+    headline,
     summary_sections,
 )
 from lmforge.pipeline.stages.model_card import to_markdown
@@ -88,3 +89,23 @@ def test_a_model_trained_with_unlikelihood_says_so_above_its_completions():
     note = card.index("Its last 200 training steps added a sequence-level unlikelihood term")
     assert card.index("Three completions") < note < card.index("p → 'text'")
     assert "token-level" not in card
+
+
+def test_the_headline_gives_the_figures_the_verdicts_and_one_greedy_completion_in_lines():
+    samples = [
+        {"mode": "top_p", "prompt": "p0", "completion": "sampled"},
+        {"mode": "greedy", "prompt": "A list\nis", "completion": " a list\n\n\tof " + "x" * 200},
+    ]
+    lines = headline(PPL, samples)
+    assert lines[0] == "val perplexity 80.0 (95% interval 74.0-87.0), minimal-pair accuracy 0.70"
+    assert lines[1] == (
+        "beats the add-k unigram (570.0); beats the add-k bigram (160.0); "
+        "beats the interpolated Kneser-Ney trigram (84.0)"
+    )
+    assert lines[2].startswith("greedy: A list is -> a list of xxx") and lines[2].endswith("...")
+    assert len(lines[2]) == len("greedy: A list is -> ") + 100
+    assert all("\n" not in line and "\t" not in line for line in lines)
+    blank = headline(PPL, [{"mode": "greedy", "prompt": "p", "completion": "\n\n"}])
+    assert blank[2] == "greedy: p -> (whitespace only)"
+    bare = headline({"val_perplexity": 80.0}, [])  # a stage without intervals or baselines
+    assert bare == ["val perplexity 80.0"]
