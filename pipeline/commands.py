@@ -36,16 +36,20 @@ def _finish(record: PipelineRecord, workdir: Workdir, config: dict) -> int:
     return 0
 
 
-def _headline(config: dict, workdir: Workdir, key: str) -> list[str]:
-    """The report's headline lines (its manifest's summary), or none: a report cached before
-    it had them, or a store that does not answer now, leaves the run's outcome as it is."""
+def _store(config: dict, root: Path):
+    """The artifact store the config names (`cluster.store_uri`, else the workdir's)."""
     from lmforge.pipeline.store import open_store
     from lmforge.pipeline.store_settings import StoreSettings
 
+    settings = StoreSettings.from_cluster(config["cluster"], root)
+    return open_store(config["cluster"].get("store_uri"), root, settings)
+
+
+def _headline(config: dict, workdir: Workdir, key: str) -> list[str]:
+    """The report's headline lines (its manifest's summary), or none: a report cached before
+    it had them, or a store that does not answer now, leaves the run's outcome as it is."""
     try:
-        settings = StoreSettings.from_cluster(config["cluster"], workdir.root)
-        store = open_store(config["cluster"].get("store_uri"), workdir.root, settings)
-        manifest = store.manifest("report", key) or {}
+        manifest = _store(config, workdir.root).manifest("report", key) or {}
     except (LmforgeError, OSError):
         return []
     lines = manifest.get("summary", {}).get("headline", [])
@@ -111,16 +115,10 @@ def ui(args: argparse.Namespace, config: dict) -> int:
 
 def _artifact(config: dict, run_id: str, stage: str) -> Path:
     """A local directory holding `stage`'s artifact of a pipeline run (downloaded if remote)."""
-    from lmforge.pipeline.store import open_store
-    from lmforge.pipeline.store_settings import StoreSettings
-
     record = _record(config, run_id)
-    root = _workdir(config).root
     for entry in record.stages:
         if entry.stage == stage and entry.artifact and entry.state in ("ran", "cached"):
-            settings = StoreSettings.from_cluster(config["cluster"], root)
-            store = open_store(config["cluster"].get("store_uri"), root, settings)
-            return store.materialize(stage, entry.key)
+            return _store(config, _workdir(config).root).materialize(stage, entry.key)
     raise LmforgeError(
         f"pipeline run {record.run_id} has no {stage} artifact; run `lmforge run` first"
     )

@@ -127,7 +127,7 @@ def summary_sections(
         f"{c.ratio:.2f} (95% interval {c.low:.2f} to {c.high:.2f})"
         for c in baseline_comparisons(ppl)
     ]
-    greedy = [s for s in samples if s.get("mode") == "greedy"] or samples
+    greedy = _greedy(samples)
     degeneracy = [
         ("largest share of one word in a greedy completion", "greedy_max_top_word_share"),
         (
@@ -170,13 +170,18 @@ def headline(ppl: dict, samples: list[dict]) -> list[str]:
     verdicts = [f"{c.against} the {c.name} ({c.baseline:.1f})" for c in baseline_comparisons(ppl)]
     if verdicts:
         lines.append("; ".join(verdicts))
-    greedy = [s for s in samples if s.get("mode") == "greedy"] or samples
+    greedy = _greedy(samples)
     if greedy:
         text = _one_line(greedy[0]["completion"]) or "(whitespace only)"
         if len(text) > HEADLINE_COMPLETION_CHARS:
             text = text[: HEADLINE_COMPLETION_CHARS - 3].rstrip() + "..."
         lines.append(f"greedy: {_one_line(greedy[0]['prompt'])} -> {text}")
     return lines
+
+
+def _greedy(samples: list[dict]) -> list[dict]:
+    """The greedy completions among `samples` (all of them when none is marked greedy)."""
+    return [s for s in samples if s.get("mode") == "greedy"] or samples
 
 
 def _one_line(text: str) -> str:
