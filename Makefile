@@ -39,8 +39,14 @@ $(DEV_STAMP): $(STAMP)
 demo: $(STAMP)
 	$(BIN)/lmforge run preset=tiny
 
+# Two workers, each a file (or the node-wide files) at a time (tests/conftest.py): a Ray or
+# DeepSpeed test leaves a core idle for about a quarter of its time (processes starting, ranks
+# waiting on each other), which the other worker's test takes.
+TEST_WORKERS ?= 2
+
 test: $(DEV_STAMP)
-	$(BIN)/python -m pytest -q -rs --durations=15 tests
+	$(BIN)/python -m pytest -q -rs -n $(TEST_WORKERS) --no-loadscope-reorder \
+		--durations=15 tests
 
 check: $(DEV_STAMP)
 	$(BIN)/python -m pytest -q -rs -m "not slow" --durations=15 tests

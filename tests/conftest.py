@@ -22,14 +22,71 @@ SLOW_FOLDERS = ("integration", "fault")
 """Every test in these folders is `slow` (multi-process, whole pipeline), new ones included."""
 
 
+NODE_WIDE = (
+    # several Ray nodes started on this machine (network namespaces, fixed subnets)
+    "tests/integration/test_cluster_submit.py",
+    "tests/integration/test_bucket_store_private_nodes.py",
+    "tests/integration/test_multinode_pretrain.py",
+    "tests/integration/test_clean_node_join.py",
+    # the node-local staging of checkpoints under a bucket URI that another of them also uses
+    "tests/integration/test_s3_store.py",
+    "tests/integration/test_remote_checkpoints.py",
+    "tests/integration/test_bucket_shards.py",
+    "tests/fault/test_bucket_resume.py",
+)
+"""Test files that use what the whole machine shares: `make test`'s parallel workers run them on
+one worker, one at a time."""
+
+LONGEST_FIRST = ("tests/integration/test_tiny_pipeline.py",)
+"""The longest file outside `NODE_WIDE`: a parallel run starts it at once, so that it is not
+left running alone at the end."""
+
+
+def work_unit(nodeid: str) -> str:
+    """What one parallel worker runs as a whole: the test's file (its module fixtures, one
+    demo-size run or one local Ray, are made once), or all of `NODE_WIDE`."""
+    path = nodeid.split("::", 1)[0]
+    return "node-wide" if path in NODE_WIDE else path
+
+
+class WorkUnits:
+    """`pytest -n N` (`make test`) hands out `work_unit`s, in the collection's order."""
+
+    @staticmethod
+    def pytest_xdist_make_scheduler(config, log):
+        from xdist.scheduler import LoadScopeScheduling
+
+        class WorkUnitScheduling(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                return work_unit(nodeid)
+
+        return WorkUnitScheduling(config, log)
+
+
+def pytest_configure(config):
+    if config.pluginmanager.hasplugin("xdist"):  # its hook is unknown without it
+        config.pluginmanager.register(WorkUnits(), "lmforge-work-units")
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark `slow` the tests under tests/integration and tests/fault and every `integration`
-    test: `make check` leaves them out (`pytest -m "not slow"`); `make test` runs everything."""
+    test: `make check` leaves them out (`pytest -m "not slow"`); `make test` runs everything.
+
+    The order: `NODE_WIDE`, then `LONGEST_FIRST`, the other slow files, the rest; parallel
+    workers take the work units in this order (`--no-loadscope-reorder`)."""
     tests = Path(__file__).resolve().parent
+    rank: dict[str, int] = {}  # per work unit, so that a file's tests stay together
     for item in items:
-        folder = item.path.resolve().relative_to(tests).parts[0]
-        if folder in SLOW_FOLDERS or item.get_closest_marker("integration"):
+        if item.path.resolve().relative_to(tests).parts[0] in SLOW_FOLDERS or (
+            item.get_closest_marker("integration")
+        ):
             item.add_marker(pytest.mark.slow)
+        unit = work_unit(item.nodeid)
+        first = 0 if unit == "node-wide" else 1 if unit in LONGEST_FIRST else 3
+        if first == 3 and item.get_closest_marker("slow"):
+            first = 2
+        rank[unit] = min(rank.get(unit, first), first)
+    items.sort(key=lambda item: rank[work_unit(item.nodeid)])  # stable within a rank
 
 
 @pytest.fixture
