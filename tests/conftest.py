@@ -37,6 +37,9 @@ NODE_WIDE = (
 """Test files that use what the whole machine shares: `make test`'s parallel workers run them on
 one worker, one at a time."""
 
+NODE_WIDE_UNIT = "node-wide"
+"""The one work unit of all of `NODE_WIDE`."""
+
 LONGEST_FIRST = ("tests/integration/test_tiny_pipeline.py",)
 """The longest file outside `NODE_WIDE`: a parallel run starts it at once, so that it is not
 left running alone at the end."""
@@ -46,7 +49,16 @@ def work_unit(nodeid: str) -> str:
     """What one parallel worker runs as a whole: the test's file (its module fixtures, one
     demo-size run or one local Ray, are made once), or all of `NODE_WIDE`."""
     path = nodeid.split("::", 1)[0]
-    return "node-wide" if path in NODE_WIDE else path
+    return NODE_WIDE_UNIT if path in NODE_WIDE else path
+
+
+def _start_rank(unit: str, slow: bool) -> int:
+    """Where a work unit starts: `NODE_WIDE`, `LONGEST_FIRST`, other slow files, the rest."""
+    if unit == NODE_WIDE_UNIT:
+        return 0
+    if unit in LONGEST_FIRST:
+        return 1
+    return 2 if slow else 3
 
 
 class WorkUnits:
@@ -82,9 +94,7 @@ def pytest_collection_modifyitems(config, items):
         ):
             item.add_marker(pytest.mark.slow)
         unit = work_unit(item.nodeid)
-        first = 0 if unit == "node-wide" else 1 if unit in LONGEST_FIRST else 3
-        if first == 3 and item.get_closest_marker("slow"):
-            first = 2
+        first = _start_rank(unit, item.get_closest_marker("slow") is not None)
         rank[unit] = min(rank.get(unit, first), first)
     items.sort(key=lambda item: rank[work_unit(item.nodeid)])  # stable within a rank
 
