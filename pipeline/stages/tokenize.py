@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmforge.pipeline.artifact_output import ArtifactOutput
+from lmforge.pipeline.node_spread import spread_strategies
 from lmforge.pipeline.sources.parquet_shards import shard_paths
 from lmforge.pipeline.stage import StageContext, stage
 from lmforge.pipeline.typed_config import from_mapping
@@ -139,17 +140,19 @@ def tokenize(ctx: StageContext) -> dict:
     # Sent once, not once per task (with a bucket they carry their artifacts' manifests).
     clean_ref, tokenizer_ref = ray.put(clean_dir), ray.put(ctx.input("train_tokenizer"))
     # tokenizers starts a rayon thread per core; one task holds one CPU, so one thread each.
-    # SPREAD: Ray's default packs short tasks onto the driver's node while it has room, so a
-    # cluster's other nodes could sit idle (seen in the private-nodes bucket test).
-    remote = ray.remote(_tokenize_group).options(
-        num_cpus=1,
-        scheduling_strategy="SPREAD",
-        runtime_env={"env_vars": {"RAYON_NUM_THREADS": "1"}},
+    # Spread over the nodes by their CPUs (`node_spread`): Ray's default packs short tasks onto
+    # the driver's node while it has room, and its SPREAD follows a resource view that lags, so
+    # a cluster's other nodes could sit idle (seen in the private-nodes bucket test).
+    remote = ray.remote(num_cpus=1, runtime_env={"env_vars": {"RAYON_NUM_THREADS": "1"}})(
+        _tokenize_group
     )
     plans = {split: _plan(clean_dir, split, target) for split in ("train", "val")}
+    where = iter(spread_strategies(sum(len(groups) for groups in plans.values())))
     futures = {
         split: [
-            remote.remote(tokenizer_ref, clean_ref, group, ctx.output, split, index)
+            remote.options(scheduling_strategy=next(where)).remote(
+                tokenizer_ref, clean_ref, group, ctx.output, split, index
+            )
             for index, group in enumerate(groups)
         ]
         for split, groups in plans.items()
