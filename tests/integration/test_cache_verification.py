@@ -3,17 +3,29 @@ recomputed, the damaged copy kept; `--verify` finds corruption that leaves sizes
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 from cli_runner import lmforge, status
 
+from lmforge.pipeline.sources.embedded import embedded_documents
+
 pytestmark = pytest.mark.integration
+
+TEXTS = [d.text for d in embedded_documents() if 1500 < len(d.text) < 30000][:40]
+"""A corpus of 40 documents: what is checked is the cache, whatever it holds, and `clean` of the
+whole embedded corpus took a third of each run."""
 
 
 def _run(workdir, *flags):
-    return lmforge("run", "--until", "clean", *flags, f"workdir={workdir}")
+    corpus = workdir.parent / "corpus.jsonl"
+    if not corpus.exists():
+        lines = (json.dumps({"id": f"doc{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS))
+        corpus.write_text("".join(lines), encoding="utf-8")
+    args = [f"data.paths=[{corpus}]", "data.val_fraction=0.3", f"workdir={workdir}"]
+    return lmforge("run", "--until", "clean", *flags, *args)
 
 
 def _shard(artifact: Path) -> Path:

@@ -21,12 +21,22 @@ def local_ray(tmp_path_factory):
     shutdown_ray()
 
 
-@pytest.fixture
-def run_stage(tmp_path, local_ray):
-    """run_stage(name, overrides, inputs={upstream: artifact dir}) -> (artifact dir, summary)."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+@pytest.fixture(scope="session")
+def stage_tracking(tmp_path_factory):
+    """(tracking URI, client, experiment id): one MLflow store for every stage test. Each new
+    sqlite store costs about 3 s of creating its tables, in the test and again in the Ray worker
+    that runs the stage; each test still gets a run of its own."""
+    root = tmp_path_factory.mktemp("tracking")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
     mlflow = client(uri)
-    experiment = ensure_experiment(mlflow, "stages", (tmp_path / "art").as_uri())
+    return uri, mlflow, ensure_experiment(mlflow, "stages", (root / "art").as_uri())
+
+
+@pytest.fixture
+def run_stage(tmp_path, local_ray, stage_tracking):
+    """run_stage(name, overrides, inputs={upstream: artifact dir}) -> (artifact dir, summary);
+    `run_stage.tracking_uri` is the MLflow store its runs are in."""
+    uri, mlflow, experiment = stage_tracking
 
     def run(name: str, overrides: list[str], inputs: dict | None = None):
         spec = load_stages()[name]
@@ -52,4 +62,5 @@ def run_stage(tmp_path, local_ray):
         result = execute_stage(task)
         return Path(result["artifact"]), result["summary"]
 
+    run.tracking_uri = uri
     return run

@@ -13,7 +13,7 @@ from store_checks import leftovers
 from lmforge.pipeline.sources.embedded import embedded_documents
 from lmforge.pipeline.sources.files import SourceError
 
-pytestmark = pytest.mark.slow  # each test runs `clean` as a Ray task with its own MLflow store
+pytestmark = pytest.mark.slow  # each test runs `clean` as a Ray task, with its own MLflow run
 
 TOPICS = [d.text for d in embedded_documents() if 1500 < len(d.text) < 30000 and "{" not in d.text]
 

@@ -27,6 +27,6 @@ def test_the_stage_trains_on_a_sample_and_records_its_size(run_stage, tmp_path) 
     assert 0 < sampled["sample_docs"] < sampled["train_docs"] == everything["train_docs"]
     assert 0.5 * budget < sampled["sample_text_bytes"] < 1.5 * budget
     manifest = json.loads((artifact / "manifest.json").read_text(encoding="utf-8"))
-    run = client(f"sqlite:///{tmp_path / 'mlflow.db'}").get_run(manifest["mlflow_run_id"])
+    run = client(run_stage.tracking_uri).get_run(manifest["mlflow_run_id"])
     assert run.data.metrics["sample_text_bytes"] == sampled["sample_text_bytes"]
     assert (artifact / "tokenizer.json").is_file()
