@@ -3,28 +3,19 @@ recomputed, the damaged copy kept; `--verify` finds corruption that leaves sizes
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
-from cli_runner import lmforge, status
-
-from lmforge.pipeline.sources.embedded import embedded_documents
+from cli_runner import lmforge, small_corpus, status
 
 pytestmark = pytest.mark.integration
 
-TEXTS = [d.text for d in embedded_documents() if 1500 < len(d.text) < 30000][:40]
-"""A corpus of 40 documents: what is checked is the cache, whatever it holds, and `clean` of the
-whole embedded corpus took a third of each run."""
-
 
 def _run(workdir, *flags):
-    corpus = workdir.parent / "corpus.jsonl"
-    if not corpus.exists():
-        lines = (json.dumps({"id": f"doc{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS))
-        corpus.write_text("".join(lines), encoding="utf-8")
-    args = [f"data.paths=[{corpus}]", "data.val_fraction=0.3", f"workdir={workdir}"]
+    # What is checked is the cache, whatever it holds (`clean` of the whole embedded corpus
+    # took a third of each run).
+    args = [*small_corpus(workdir.parent), f"workdir={workdir}"]
     return lmforge("run", "--until", "clean", *flags, *args)
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_runner import lmforge, status
+from cli_runner import lmforge, small_corpus, status
 from os_packages import ensure_os_packages
 
 from lmforge.pipeline.tracking import client
@@ -156,8 +156,15 @@ def test_pipeline_lineage_lands_in_postgres_through_the_authenticated_server(
     server, postgres, workdir, monkeypatch
 ):
     env = {"MLFLOW_TRACKING_URI": server.url, **server.credentials()}
+    corpus = small_corpus(workdir.parent)
     lmforge(
-        "run", "--until", "tokenize", f"workdir={workdir}", f"+cluster.api_token={SECRET}", env=env
+        "run",
+        "--until",
+        "tokenize",
+        *corpus,
+        f"workdir={workdir}",
+        f"+cluster.api_token={SECRET}",
+        env=env,
     )
     states = status(workdir)
     assert {s: e["state"] for s, e in states.items()} == dict.fromkeys(

@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from cli_runner import LMFORGE, lmforge, status
+from cli_runner import LMFORGE, lmforge, small_corpus, status
 from os_packages import ensure_os_packages
 
 from lmforge.pipeline.tracking import client
@@ -114,7 +114,9 @@ class HeadlessPage:
 @pytest.fixture
 def tracked_workdir(workdir):
     """A workdir whose MLflow store holds one pipeline run (clean, train_tokenizer)."""
-    lmforge("run", "--until", "train_tokenizer", f"workdir={workdir}")
+    lmforge(
+        "run", "--until", "train_tokenizer", *small_corpus(workdir.parent), f"workdir={workdir}"
+    )
     return workdir
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 
 import pytest
-from cli_runner import lmforge, status
+from cli_runner import lmforge, small_corpus, status
 
 from lmforge.pipeline.tracking import client
 
@@ -24,6 +24,7 @@ def test_stage_runs_are_tracked_in_a_real_mlflow_server(mlflow_server, workdir):
         "run",
         "--until",
         "train_tokenizer",
+        *small_corpus(workdir.parent),
         f"workdir={workdir}",
         env={"MLFLOW_TRACKING_URI": mlflow_server},
     )
@@ -52,9 +53,10 @@ def test_an_unreachable_tracking_server_is_one_clear_error(workdir):
 
 
 def test_runs_left_running_by_a_killed_driver_become_killed_on_the_next_invocation(workdir):
-    lmforge("run", "--until", "clean", f"workdir={workdir}")
+    corpus = small_corpus(workdir.parent)
+    lmforge("run", "--until", "clean", *corpus, f"workdir={workdir}")
     mlflow = client(f"sqlite:///{workdir / 'mlflow.db'}")
     experiment = mlflow.get_experiment_by_name("lmforge").experiment_id
     orphan = mlflow.create_run(experiment, run_name="clean").info.run_id  # as a SIGKILL leaves it
-    lmforge("run", "--until", "clean", f"workdir={workdir}")
+    lmforge("run", "--until", "clean", *corpus, f"workdir={workdir}")
     assert mlflow.get_run(orphan).info.status == "KILLED"

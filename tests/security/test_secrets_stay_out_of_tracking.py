@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from cli_runner import lmforge, status
+from cli_runner import lmforge, small_corpus, status
 
 from lmforge.pipeline.config import compose
 from lmforge.pipeline.tracking import client, redact
@@ -46,7 +46,10 @@ def test_no_setting_of_the_shipped_config_is_hidden_from_mlflow():
 @pytest.mark.integration
 def test_a_secret_in_the_config_lands_nowhere_in_the_workdir(workdir):
     secret = "s3cr3t-" + secrets.token_hex(12)
-    lmforge("run", "--until", "clean", f"workdir={workdir}", f"+cluster.api_token={secret}")
+    corpus = small_corpus(workdir.parent)
+    lmforge(
+        "run", "--until", "clean", *corpus, f"workdir={workdir}", f"+cluster.api_token={secret}"
+    )
     leaks = [
         str(path)
         for path in workdir.rglob("*")
@@ -70,6 +73,7 @@ def test_credentials_in_the_tracking_uri_reach_no_param_record_or_log(mlflow_ser
             "run",
             "--until",
             "clean",
+            *small_corpus(tmp_path),
             f"workdir={workdir}",
             f"cluster.tracking_uri={uri}",
             env={"RAY_TMPDIR": str(ray_tmp)},
