@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from cli_runner import LMFORGE, lmforge, status, summary
+from cli_runner import LMFORGE, lmforge, small_corpus, status, summary
 from fault.training_runs import assert_same_losses
 
 from lmforge.pipeline.tracking import client
@@ -36,8 +36,10 @@ ARGS = [
 
 
 def test_ctrl_c_during_pretrain_resumes_from_the_latest_checkpoint(workdir):
+    # 40 documents: what is checked is where training resumes, not what it learns from
+    args = [*ARGS, *small_corpus(workdir.parent)]
     proc = subprocess.Popen(
-        [*LMFORGE, "run", *ARGS, f"workdir={workdir}"],
+        [*LMFORGE, "run", *args, f"workdir={workdir}"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -61,7 +63,7 @@ def test_ctrl_c_during_pretrain_resumes_from_the_latest_checkpoint(workdir):
     parent = mlflow.get_run(killed.data.tags["mlflow.parentRunId"])
     assert parent.info.status == "KILLED", "the pipeline's parent run is closed as KILLED"
 
-    lmforge("run", *ARGS, f"workdir={workdir}")
+    lmforge("run", *args, f"workdir={workdir}")
     after = status(workdir)
     assert after["tokenize"]["state"] == "cached"
     trained = summary(workdir, "pretrain")
@@ -85,7 +87,7 @@ def test_ctrl_c_during_pretrain_resumes_from_the_latest_checkpoint(workdir):
     # The uninterrupted reference: the same trajectory from step 0 (keep_checkpoints does not
     # change it, but it changes the cache key) once the checkpoints to resume from are gone.
     shutil.rmtree(workdir / "checkpoints")
-    lmforge("run", *ARGS, "train.keep_checkpoints=3", f"workdir={workdir}")
+    lmforge("run", *args, "train.keep_checkpoints=3", f"workdir={workdir}")
     rerun = status(workdir)["pretrain"]
     assert rerun["state"] == "ran" and rerun["key"] != after["pretrain"]["key"]
     reference = summary(workdir, "pretrain")
