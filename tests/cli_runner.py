@@ -40,8 +40,9 @@ def small_corpus(directory: Path) -> list[str]:
     corpus = Path(directory) / "small-corpus.jsonl"
     if not corpus.exists():
         texts = [d.text for d in embedded_documents() if 1500 < len(d.text) < 30000]
+        texts = texts[:SMALL_CORPUS_DOCS]
         lines = (json.dumps({"id": f"doc{i}", "text": t}) + "\n" for i, t in enumerate(texts))
-        corpus.write_text("".join(list(lines)[:SMALL_CORPUS_DOCS]), encoding="utf-8")
+        corpus.write_text("".join(lines), encoding="utf-8")
     return [f"data.paths=[{corpus}]", "data.val_fraction=0.3"]
 
 
