@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import ray
 from fault.training_runs import BASE, Runs, write_token_shards
+from filelock import FileLock
 
 from lmforge.pipeline.ray_runtime import LOCAL_DEFAULTS
 from lmforge.pipeline.training.trainer import RESOURCE_REQUESTS_ENV
@@ -32,12 +34,19 @@ def runs(tmp_path_factory, token_shards, ray_session) -> Runs:
     return Runs(tmp_path_factory.mktemp("runs"), token_shards)
 
 
-_REFERENCE: dict[str, dict] = {}
-
-
 @pytest.fixture
-def reference(runs) -> dict:
-    """The uninterrupted 2-worker ZeRO-2 run of BASE (computed once per session)."""
-    if "summary" not in _REFERENCE:
-        _REFERENCE["summary"] = runs.train("reference", BASE)
-    return _REFERENCE["summary"]
+def reference(runs, tmp_path_factory, worker_id) -> dict:
+    """The uninterrupted 2-worker ZeRO-2 run of BASE, trained once per test session: the first
+    pytest-xdist worker to ask trains it and leaves its summary (JSON) where the other workers'
+    temporary directories meet; they wait on the lock and read it (a run is a minute of CPU)."""
+    shared = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        shared = shared.parent
+    path = shared / "fault-reference.json"
+    with FileLock(f"{path}.lock"):
+        if not path.exists():
+            summary = runs.train("reference", BASE)
+            partial = path.with_suffix(".partial")
+            partial.write_text(json.dumps(summary, default=str), encoding="utf-8")
+            partial.replace(path)
+    return json.loads(path.read_text(encoding="utf-8"))
