@@ -46,6 +46,7 @@ TRAJECTORY_NEUTRAL = (
     "offload_optimizer",
     "offload_params",
     "cpus_per_worker",
+    "pin_cpus",
     "placement_strategy",
     "checkpoint_every",
     "keep_checkpoints",

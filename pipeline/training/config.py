@@ -71,6 +71,9 @@ class TrainConfig:
     """One GPU per worker, NCCL and bf16 autocast; CPU workers use gloo and fp32."""
     cpus_per_worker: int = 1
     """CPUs reserved per worker; also torch's intra-op thread count on CPU."""
+    pin_cpus: bool = True
+    """CPU workers that fill their node between them keep each training thread on its own
+    `cpus_per_worker` cores (`cpu_pinning`); elsewhere nothing is pinned."""
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
     """Ray placement of the workers across nodes."""
     checkpoint_every: int = 200

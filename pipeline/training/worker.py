@@ -26,6 +26,7 @@ from lmforge.pipeline.training import checkpoint as ckpt
 from lmforge.pipeline.training.async_save import CheckpointSaver, Published
 from lmforge.pipeline.training.collectives import all_gather
 from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.cpu_pinning import pin_training_thread, thread_cpus
 from lmforge.pipeline.training.job import TrainingJob
 from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
 from lmforge.pipeline.training.prefetch import BatchPrefetcher
@@ -75,7 +76,19 @@ class WorkerRun:
         if self.rank == 0 and self.cfg.zero_stage != job.train.zero_stage:
             _say(f"ZeRO-{job.train.zero_stage} on one worker runs as ZeRO-0 (nothing to split)")
         self.device = _setup_device(self.cfg)
-        self.nodes = all_gather(ray.get_runtime_context().get_node_id(), self.world)
+        share = None
+        if self.device.type == "cpu" and self.cfg.pin_cpus:
+            share = pin_training_thread(
+                context.get_local_rank(), context.get_local_world_size(), self.cfg.cpus_per_worker
+            )
+        placed = all_gather((ray.get_runtime_context().get_node_id(), thread_cpus()), self.world)
+        self.nodes = [node for node, _ in placed]
+        self.thread_cpus = [cpus for _, cpus in placed]
+        """Each rank's CPUs its training thread may run on (its `cpu_share` where pinned)."""
+        if self.rank == 0 and share is not None:
+            ranks = enumerate(self.thread_cpus)
+            pinned = ", ".join(f"rank {r} on CPU {_cpu_list(cpus)}" for r, cpus in ranks)
+            _say(f"training threads pinned: {pinned}")
         torch.manual_seed(self.cfg.seed)
         max_offset = max_window_offset(job.model.block_size, self.cfg.epoch_offsets)
         self.dataset = TokenDataset(job.data_dir, job.split, job.model.block_size, max_offset)
@@ -271,6 +284,7 @@ class WorkerRun:
             "peak_flops_source": self.peak_source,
             "world_size": self.world,
             "worker_nodes": self.nodes,
+            "training_thread_cpus": self.thread_cpus,
             "resumed_from_step": self.resumed_from,
             "checkpoint_path": final.location,
             # Rank 0 publishes the checkpoints: its peak (VmHWM, a fresh actor) is the largest.
@@ -320,6 +334,10 @@ def _setup_device(cfg: TrainConfig) -> torch.device:
     if cfg.cpus_per_worker > 0:
         torch.set_num_threads(cfg.cpus_per_worker)
     return torch.device("cpu")
+
+
+def _cpu_list(cpus: list[int]) -> str:
+    return ",".join(str(cpu) for cpu in cpus)
 
 
 def _say(line: str) -> None:

@@ -8,6 +8,8 @@ run continued on 1 worker is `test_sharded_checkpoints.py`'s first test).
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from fault.training_runs import assert_same_losses, train_config
 
@@ -54,6 +56,11 @@ def test_a_2_worker_zero1_run_the_demo_layout_continues_from_its_checkpoint(
     )
     assert resumed["resumed_from_step"] == 6 and resumed["world_size"] == 2
     assert_same_losses(resumed["losses"], reference["losses"])
+    # The two workers hold this 2-CPU Ray node (`ray_session`), as the demo's hold the
+    # machine's: each rank's training thread keeps to its own CPU (`cpu_pinning`).
+    assert len(os.sched_getaffinity(0)) >= 2
+    cpus = resumed["training_thread_cpus"]
+    assert [len(share) for share in cpus] == [1, 1] and cpus[0] != cpus[1]
     assert len(_actors_of_class("TrainController")) >= 2  # the runs went through Ray Train
     assert _actors_of_class("DatasetManager") == managers_before
     assert not _actors_of_class("_AutoscalingCoordinatorActor")
