@@ -57,10 +57,11 @@ def pin_training_thread(
 ) -> list[int] | None:
     """Keep the calling thread (and the threads it starts later: torch's intra-op pool, the
     read-ahead and checkpoint writers) on its `cpu_share`; the share, or None where it stays
-    unpinned. Threads started before (gloo's, Ray's) keep the process's affinity."""
-    allowed = os.sched_getaffinity(0)
-    if local_world_size < 2:
+    unpinned. Threads started before (gloo's, Ray's) keep the process's affinity. Where the OS
+    sets no thread affinity (macOS), nothing is pinned."""
+    if local_world_size < 2 or not hasattr(os, "sched_setaffinity"):
         return None
+    allowed = os.sched_getaffinity(0)
     share = cpu_share(local_rank, local_world_size, cpus_per_worker, node_cpu_count(), allowed)
     if share is not None:
         os.sched_setaffinity(0, share)  # pid 0: the calling thread
@@ -68,5 +69,7 @@ def pin_training_thread(
 
 
 def thread_cpus() -> list[int]:
-    """The CPUs the calling thread may run on."""
+    """The CPUs the calling thread may run on (every CPU where the OS does not say)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return list(range(os.cpu_count() or 1))
     return sorted(os.sched_getaffinity(0))
