@@ -1,7 +1,7 @@
 """Training throughput: lmforge's distributed training against a plain PyTorch loop, same model.
 
-Two models (`--model`), trained in fp32 for the same number of steps on the same memory-mapped
-token shards:
+Two models (`--model`), trained for the same number of steps on the same memory-mapped token
+shards, in fp32 unless the tiny preset says `train.precision=bf16` (then both loops autocast):
 
 - `base`: n_layer=4, n_head=4, d_model=256, block 256, vocab 8192, 8 sequences per step; lmforge
   runs one Ray Train worker under DeepSpeed ZeRO 0 holding all the CPUs (`lmforge`), and two
@@ -9,7 +9,8 @@ token shards:
 - `tiny`: the tiny preset's model, batch and layout, read from `conf/preset/tiny.yaml` (today
   n_layer=4, d_model=128, block 128, vocab 2048; two workers under ZeRO 1, one CPU each:
   `lmforge`); `--override key=value` changes the preset as on the command line of `lmforge run`
-  (e.g. `train.global_batch_size=32`), to measure a layout before the preset takes it.
+  (e.g. `train.global_batch_size=32`, `train.precision=bf16`, `train.pin_cpus=false`), to
+  measure a layout before the preset takes it; the JSON line names the precision and pinning.
 
 `reference` is a plain loop written here (GPT, torch AdamW, clip_grad_norm_, one process, all
 the CPUs); where the preset trains with `train.unlikelihood`, both loops add that term to
@@ -77,6 +78,10 @@ class Case:
     stage: int
     unlikelihood: float = 0.0
     """`train.unlikelihood`: both loops add the same term to cross-entropy."""
+    bf16: bool = False
+    """`train.precision=bf16`: both loops run their forward passes under CPU bf16 autocast."""
+    pin_cpus: bool = True
+    """`train.pin_cpus`: lmforge's training threads each on their own CPU."""
 
 
 def base_case() -> Case:
@@ -98,6 +103,8 @@ def tiny_case(overrides: list[str]) -> Case:
         workers=train["num_workers"],
         stage=train["zero_stage"],
         unlikelihood=train["unlikelihood"],
+        bf16=train["precision"] == "bf16",  # "auto" is fp32 on CPU
+        pin_cpus=train["pin_cpus"],
     )
 
 
@@ -134,9 +141,10 @@ def reference_loop(data_dir: Path, steps: int, threads: int, case: Case) -> list
     for step in range(steps):
         ids = order[step * case.batch : (step + 1) * case.batch]
         tokens = torch.from_numpy(np.stack([dataset[int(i)] for i in ids]))
-        loss, _, objective = training_objective(
-            model, tokens[:, :-1], tokens[:, 1:], case.unlikelihood
-        )
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=case.bf16):
+            loss, _, objective = training_objective(
+                model, tokens[:, :-1], tokens[:, 1:], case.unlikelihood
+            )
         objective.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -172,7 +180,8 @@ def lmforge_run(
         log_every=5,
         seed=SEED,
         max_failures=0,
-        precision="fp32",
+        precision="bf16" if case.bf16 else "fp32",
+        pin_cpus=case.pin_cpus,
         compile=compile,
         unlikelihood=case.unlikelihood,
     )
@@ -265,6 +274,8 @@ def main() -> None:
         "batch": case.batch,
         "layout": f"{case.workers} worker(s) x {case.micro_batch} sequences, ZeRO {case.stage}",
         "unit": "tokens/s",
+        "precision": "bf16" if case.bf16 else "fp32",
+        "pin_cpus": case.pin_cpus,
         "lmforge": round(lmforge, 1),
         "reference": round(reference, 1),
         "ratio": round(lmforge / reference, 4),

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 SCHEDULES = ("cosine", "inverse_sqrt")
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
-PRECISIONS = ("auto", "fp32", "bf16")
+PRECISIONS = ("auto", "fp32", "bf16", "bf16_if_native")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -68,7 +68,7 @@ class TrainConfig:
     num_workers: int = 2
     """Ray Train workers (data-parallel ranks)."""
     use_gpu: bool = False
-    """One GPU per worker, NCCL and bf16 autocast; CPU workers use gloo and fp32."""
+    """One GPU per worker and NCCL; CPU workers use gloo (precision: `precision`)."""
     cpus_per_worker: int = 1
     """CPUs reserved per worker; also torch's intra-op thread count on CPU."""
     pin_cpus: bool = True
@@ -91,8 +91,10 @@ class TrainConfig:
     """Steps of windows a background thread reads ahead (0 = read each step's when it starts)."""
     max_failures: int = 2
     """Worker failures Ray Train recovers from (restart from the last checkpoint) per run."""
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
-    """'auto' = bf16 autocast on GPU and fp32 on CPU; 'bf16' autocasts on CPU too. Parameters and
+    precision: Literal["auto", "fp32", "bf16", "bf16_if_native"] = "auto"
+    """'auto' = bf16 autocast on GPU and fp32 on CPU; 'bf16' autocasts on CPU too;
+    'bf16_if_native' autocasts where the device computes bf16 natively (a GPU with bf16, a CPU
+    with AVX512-BF16 or AMX-BF16) and stays fp32 elsewhere (`precision.py`). Parameters and
     optimizer state stay fp32."""
     compile: bool = False
     """torch.compile the model (DeepSpeed `engine.compile()`)."""

@@ -43,7 +43,7 @@ def zero_config_text(stage: int) -> str:
 
 def deepspeed_config(cfg: TrainConfig, world_size: int, bf16: bool = False) -> dict[str, Any]:
     """The filled-in DeepSpeed config for `cfg.zero_stage` on `world_size` workers; `bf16`:
-    the engine runs its forward passes under bf16 autocast (see `train_step.uses_bf16`)."""
+    the engine runs its forward passes under bf16 autocast (see `precision.uses_bf16`)."""
     name = f"conf/deepspeed/zero{cfg.zero_stage}.json"
     config = json.loads(zero_config_text(cfg.zero_stage))
     stage = config.get("zero_optimization", {}).get("stage")

@@ -22,6 +22,7 @@ from lmforge.model.gpt import GPT
 from lmforge.pipeline.proc_stats import large_allocations_mapped
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.deepspeed_config import deepspeed_config
+from lmforge.pipeline.training.precision import uses_bf16
 from lmforge.pipeline.training.sequence_unlikelihood import (
     GreedyDecoder,
     looping_rows,
@@ -31,13 +32,6 @@ from lmforge.pipeline.training.step_times import StepTimes, time_gradient_reduct
 from lmforge.pipeline.training.unlikelihood import training_objective
 from lmforge.pipeline.training.zero3_init import PartitionInit
 from lmforge.pipeline.training.zero_state import base_optimizer, ensure_adam_state
-
-
-def uses_bf16(cfg: TrainConfig) -> bool:
-    """bf16 autocast: asked for, or 'auto' on a GPU that supports it; never on CPU."""
-    if cfg.precision == "bf16":
-        return True
-    return cfg.precision == "auto" and cfg.use_gpu and torch.cuda.is_bf16_supported()
 
 
 def build_optimizer(model: GPT, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:

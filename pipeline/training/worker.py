@@ -29,6 +29,7 @@ from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.cpu_pinning import pin_training_thread, thread_cpus
 from lmforge.pipeline.training.job import TrainingJob
 from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
+from lmforge.pipeline.training.precision import uses_bf16
 from lmforge.pipeline.training.prefetch import BatchPrefetcher
 from lmforge.pipeline.training.progress import (
     MlflowMetrics,
@@ -44,7 +45,7 @@ from lmforge.pipeline.training.sample_index import open_for_run
 from lmforge.pipeline.training.sampler import WindowSampler, load_batch, max_window_offset
 from lmforge.pipeline.training.schedule import learning_rate
 from lmforge.pipeline.training.step_times import StepTimes, breakdown, data_wait_note
-from lmforge.pipeline.training.train_step import StepResult, TrainStep, build_engine, uses_bf16
+from lmforge.pipeline.training.train_step import StepResult, TrainStep, build_engine
 from lmforge.pipeline.training.zero_shards import full_shapes, needed_ranges, restore_local
 from lmforge.tokenizer.dataset import TokenDataset
 
@@ -81,10 +82,16 @@ class WorkerRun:
             share = pin_training_thread(
                 context.get_local_rank(), context.get_local_world_size(), self.cfg.cpus_per_worker
             )
-        placed = all_gather((ray.get_runtime_context().get_node_id(), thread_cpus()), self.world)
-        self.nodes = [node for node, _ in placed]
-        self.thread_cpus = [cpus for _, cpus in placed]
+        precision = "bf16" if uses_bf16(self.cfg) else "fp32"  # resolved on this rank's device
+        node = ray.get_runtime_context().get_node_id()
+        placed = all_gather((node, thread_cpus(), precision), self.world)
+        self.nodes = [node for node, _, _ in placed]
+        self.thread_cpus = [cpus for _, cpus, _ in placed]
         """Each rank's CPUs its training thread may run on (its `cpu_share` where pinned)."""
+        self.precisions = [p for _, _, p in placed]
+        if self.rank == 0 and self.cfg.precision == "bf16_if_native":
+            where = ", ".join(f"rank {r} {p}" for r, p in enumerate(self.precisions))
+            _say(f"train.precision=bf16_if_native: {where}")
         if self.rank == 0 and share is not None:
             ranks = enumerate(self.thread_cpus)
             pinned = ", ".join(f"rank {r} on CPU {_cpu_list(cpus)}" for r, cpus in ranks)
@@ -125,7 +132,7 @@ class WorkerRun:
         self.metrics_sink = None
         self.peak, self.peak_source = None, ""
         if self.rank == 0:
-            dtype = torch.bfloat16 if uses_bf16(self.cfg) else torch.float32
+            dtype = torch.bfloat16 if precision == "bf16" else torch.float32
             self.peak, self.peak_source = peak_flops(self.cfg.peak_flops, self.device, dtype)
             if job.tracking_uri and job.mlflow_run_id:
                 self.metrics_sink = MlflowMetrics(job.tracking_uri, job.mlflow_run_id)
@@ -285,6 +292,8 @@ class WorkerRun:
             "world_size": self.world,
             "worker_nodes": self.nodes,
             "training_thread_cpus": self.thread_cpus,
+            "precision_by_rank": self.precisions,
+            "precision": self.precisions[0] if len(set(self.precisions)) == 1 else "mixed",
             "resumed_from_step": self.resumed_from,
             "checkpoint_path": final.location,
             # Rank 0 publishes the checkpoints: its peak (VmHWM, a fresh actor) is the largest.

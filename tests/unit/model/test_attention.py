@@ -108,3 +108,27 @@ def test_sequences_longer_than_the_context_are_refused(make_model):
     model = make_model()
     with pytest.raises(ValueError, match="exceed model.block_size=32"):
         model(torch.zeros(1, 33, dtype=torch.long))
+
+
+def test_cpu_autocast_attends_in_fp32_between_bf16_projections():
+    # The CPU's bf16 attention kernels are slower than its fp32 ones (backward 3x, Zen 4), so
+    # under CPU autocast the projections run in bf16 and the attention itself in fp32.
+    attention = _attention().train()
+    x = torch.randn(2, 6, 32)
+    seen: dict[str, torch.dtype] = {}
+
+    def attend(q, k, v, attn_mask):
+        seen["q"] = q.dtype
+        seen["out"] = CausalSelfAttention._attend(attention, q, k, v, attn_mask).dtype
+        return CausalSelfAttention._attend(attention, q, k, v, attn_mask)
+
+    attention._attend = attend
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = attention(x)
+    assert seen == {"q": torch.bfloat16, "out": torch.float32}
+    assert y.dtype == torch.bfloat16  # c_proj, a matmul, autocasts
+    q, k, v = (torch.randn(1, 4, 6, 8, dtype=torch.bfloat16) for _ in range(3))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = CausalSelfAttention._attend(attention, q, k, v, None)
+    want = reference_attention(q.float(), k.float(), v.float())
+    assert torch.allclose(got, want, atol=1e-5)

@@ -12,6 +12,7 @@ import torch
 
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.precision import cpu_computes_bf16
 from lmforge.pipeline.training.train_step import TrainStep, build_engine
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("world_of_one")]
@@ -27,7 +28,8 @@ def _matmul_dtypes(precision: str, stage: int) -> tuple[set[torch.dtype], list[f
     )  # fmt: skip
     torch.manual_seed(0)
     engine = build_engine(MODEL, cfg, 1, torch.device("cpu"))
-    assert engine.torch_autocast_enabled() == (precision == "bf16")
+    native = precision == "bf16_if_native" and cpu_computes_bf16()
+    assert engine.torch_autocast_enabled() == (precision == "bf16" or native)
     seen: set[torch.dtype] = set()
     for module in engine.module.modules():
         if isinstance(module, torch.nn.Linear):
@@ -50,4 +52,12 @@ def test_bf16_runs_the_matmuls_in_bf16_and_keeps_fp32_state(stage):
 def test_fp32_stays_fp32():
     seen, losses, _ = _matmul_dtypes("fp32", 2)
     assert seen == {torch.float32}
+    assert losses[-1] < losses[0]
+
+
+def test_bf16_if_native_autocasts_exactly_where_the_cpu_computes_bf16():
+    # The tiny preset's setting: bf16 on a CPU with AVX512-BF16 or AMX, fp32 on one without.
+    seen, losses, state = _matmul_dtypes("bf16_if_native", 1)
+    assert seen == {torch.bfloat16 if cpu_computes_bf16() else torch.float32}
+    assert state == {torch.float32}
     assert losses[-1] < losses[0]

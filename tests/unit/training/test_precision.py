@@ -1,0 +1,43 @@
+"""`train.precision` resolved on a worker's device (`precision.uses_bf16`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lmforge.pipeline.training import precision
+from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.precision import cpu_computes_bf16, uses_bf16
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "native"),
+    [
+        ({"avx512_bf16": True, "avx512_f": True}, True),  # Zen 4, Cooper Lake
+        ({"amx_bf16": True, "avx512_bf16": False}, True),  # AMX without the AVX-512 flag
+        ({"avx512_f": True, "avx512_bw": True, "avx512_bf16": False}, False),  # Skylake-X
+        ({"avx2": True}, False),  # Zen 1-3
+        ({}, False),
+    ],
+)
+def test_native_bf16_means_bf16_matmul_instructions(capabilities, native):
+    assert cpu_computes_bf16(capabilities) is native
+
+
+def test_this_cpus_capabilities_agree_with_the_kernels_cpu_flags():
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.exists():
+        pytest.skip("no /proc/cpuinfo")
+    flags = next(line for line in cpuinfo.read_text().splitlines() if line.startswith("flags"))
+    listed = set(flags.split(":", 1)[1].split())
+    assert cpu_computes_bf16() == bool(listed & {"avx512_bf16", "amx_bf16"})
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_on_cpu_only_bf16_and_bf16_if_native_on_such_a_cpu_autocast(monkeypatch, native):
+    monkeypatch.setattr(precision, "cpu_computes_bf16", lambda: native)
+    assert uses_bf16(TrainConfig(precision="bf16"))
+    assert not uses_bf16(TrainConfig(precision="fp32"))
+    assert not uses_bf16(TrainConfig(precision="auto"))  # auto keeps fp32 on any CPU
+    assert uses_bf16(TrainConfig(precision="bf16_if_native")) is native
