@@ -154,17 +154,10 @@ def reference_loop(data_dir: Path, steps: int, threads: int, case: Case) -> list
     return list(np.diff(times)[1:])
 
 
-def lmforge_run(
-    root: Path,
-    data_dir: Path,
-    steps: int,
-    case: Case,
-    *,
-    cpus: int,
-    compile: bool = False,
-) -> list[float]:
-    """Seconds of every step but the first that lmforge's rank 0 reports, in `case`'s layout."""
-    cfg = TrainConfig(
+def train_config(case: Case, steps: int, *, cpus: int, compile: bool = False) -> TrainConfig:
+    """lmforge's training configuration for `case`: its layout, precision and pinning, and the
+    plain loop's optimizer settings."""
+    return TrainConfig(
         max_steps=steps,
         global_batch_size=case.batch,
         micro_batch_size=case.micro_batch,
@@ -185,6 +178,19 @@ def lmforge_run(
         compile=compile,
         unlikelihood=case.unlikelihood,
     )
+
+
+def lmforge_run(
+    root: Path,
+    data_dir: Path,
+    steps: int,
+    case: Case,
+    *,
+    cpus: int,
+    compile: bool = False,
+) -> list[float]:
+    """Seconds of every step but the first that lmforge's rank 0 reports, in `case`'s layout."""
+    cfg = train_config(case, steps, cpus=cpus, compile=compile)
     name = f"zero{case.stage}-{case.workers}w-{uuid.uuid4().hex[:6]}"
     positions = steps * case.batch
     build_for_data(

@@ -38,3 +38,16 @@ def test_each_model_name_gives_its_case():
     assert bench.case_for("tiny", []) == bench.tiny_case([])
     base = bench.case_for("base", [])
     assert base == bench.base_case() and (base.workers, base.stage, base.batch) == (1, 0, 8)
+
+
+def test_precision_and_pinning_overrides_reach_lmforges_runs():
+    # Until they did, `--override train.pin_cpus=false` or `train.precision=bf16` left the
+    # bench's lmforge runs pinned and in fp32, and the JSON line could not tell.
+    default = bench.tiny_case([])
+    cfg = bench.train_config(default, 10, cpus=2)
+    assert (cfg.precision, cfg.pin_cpus) == ("fp32", True)  # the preset's auto is fp32 on CPU
+    assert cfg.cpus_per_worker * cfg.num_workers == 2
+    changed = bench.tiny_case(["train.precision=bf16", "train.pin_cpus=false"])
+    assert (changed.bf16, changed.pin_cpus) == (True, False)
+    cfg = bench.train_config(changed, 10, cpus=2, compile=True)
+    assert (cfg.precision, cfg.pin_cpus, cfg.compile) == ("bf16", False, True)
