@@ -25,6 +25,7 @@ from lmforge.model.flops import flops_per_token, parameters
 from lmforge.pipeline.cost_model import KNOWN, Cluster, ProcessCost, StageCost, config_part
 from lmforge.pipeline.training.config import engine_zero_stage
 from lmforge.pipeline.training.memory import RankMemory, activation_bytes, rank_memory
+from lmforge.pipeline.training.precision import expects_bf16
 
 STAGE = "pretrain"
 INPUTS = ("tokenize", "sample_index", "train_tokenizer")
@@ -77,9 +78,7 @@ def _size(model: dict, train: dict, vocab_size: float) -> dict[str, float]:
         "world": train["num_workers"],
         "cpus_per_worker": train["cpus_per_worker"],
         "use_gpu": float(bool(train["use_gpu"])),
-        "half_precision": float(
-            train["precision"] == "bf16" or (train["precision"] == "auto" and train["use_gpu"])
-        ),
+        "half_precision": float(expects_bf16(train["precision"], bool(train["use_gpu"]))),
         "zero_stage": train["zero_stage"],
         "offload_optimizer": float(train["offload_optimizer"]),
         "offload_params": float(train["offload_params"]),

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import torch
-
 from lmforge.pipeline.training.config import TrainConfig
 
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -21,7 +19,11 @@ NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 def cpu_computes_bf16(capabilities: Mapping[str, object] | None = None) -> bool:
     """Whether this CPU (or one with these capabilities) has bf16 matmul instructions."""
-    caps = torch.cpu.get_capabilities() if capabilities is None else capabilities
+    if capabilities is None:
+        import torch
+
+        capabilities = torch.cpu.get_capabilities()
+    caps = capabilities
     return any(bool(caps.get(flag)) for flag in NATIVE_BF16_FLAGS)
 
 
@@ -31,5 +33,17 @@ def uses_bf16(cfg: TrainConfig) -> bool:
     if cfg.precision == "bf16":
         return True
     if cfg.use_gpu:
+        import torch
+
         return cfg.precision in ("auto", "bf16_if_native") and torch.cuda.is_bf16_supported()
     return cfg.precision == "bf16_if_native" and cpu_computes_bf16()
+
+
+def expects_bf16(precision: str, use_gpu: bool) -> bool:
+    """`uses_bf16` as predicted before any worker starts (the estimate): a GPU is taken to
+    support bf16, a CPU worker to be this machine's kind."""
+    if precision == "bf16":
+        return True
+    if use_gpu:
+        return precision in ("auto", "bf16_if_native")
+    return precision == "bf16_if_native" and cpu_computes_bf16()

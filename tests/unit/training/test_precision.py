@@ -8,7 +8,7 @@ import pytest
 
 from lmforge.pipeline.training import precision
 from lmforge.pipeline.training.config import TrainConfig
-from lmforge.pipeline.training.precision import cpu_computes_bf16, uses_bf16
+from lmforge.pipeline.training.precision import cpu_computes_bf16, expects_bf16, uses_bf16
 
 
 @pytest.mark.parametrize(
@@ -41,3 +41,12 @@ def test_on_cpu_only_bf16_and_bf16_if_native_on_such_a_cpu_autocast(monkeypatch,
     assert not uses_bf16(TrainConfig(precision="fp32"))
     assert not uses_bf16(TrainConfig(precision="auto"))  # auto keeps fp32 on any CPU
     assert uses_bf16(TrainConfig(precision="bf16_if_native")) is native
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_estimate_expects_the_precision_the_workers_take(monkeypatch, native):
+    monkeypatch.setattr(precision, "cpu_computes_bf16", lambda: native)
+    for value in ("auto", "fp32", "bf16", "bf16_if_native"):  # CPU workers
+        assert expects_bf16(value, False) == uses_bf16(TrainConfig(precision=value))
+    assert expects_bf16("auto", True) and expects_bf16("bf16_if_native", True)
+    assert not expects_bf16("fp32", True)
