@@ -83,6 +83,11 @@ class Case:
     pin_cpus: bool = True
     """`train.pin_cpus`: lmforge's training threads each on their own CPU."""
 
+    @property
+    def precision(self) -> str:
+        """`train.precision` of lmforge's runs (and the plain loop's autocast)."""
+        return "bf16" if self.bf16 else "fp32"
+
 
 def base_case() -> Case:
     """One worker holding every CPU under ZeRO 0, 8 sequences a step."""
@@ -173,7 +178,7 @@ def train_config(case: Case, steps: int, *, cpus: int, compile: bool = False) ->
         log_every=5,
         seed=SEED,
         max_failures=0,
-        precision="bf16" if case.bf16 else "fp32",
+        precision=case.precision,
         pin_cpus=case.pin_cpus,
         compile=compile,
         unlikelihood=case.unlikelihood,
@@ -280,7 +285,7 @@ def main() -> None:
         "batch": case.batch,
         "layout": f"{case.workers} worker(s) x {case.micro_batch} sequences, ZeRO {case.stage}",
         "unit": "tokens/s",
-        "precision": "bf16" if case.bf16 else "fp32",
+        "precision": case.precision,
         "pin_cpus": case.pin_cpus,
         "lmforge": round(lmforge, 1),
         "reference": round(reference, 1),

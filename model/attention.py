@@ -11,6 +11,7 @@ Masks given by callers are boolean and broadcast to [B, n_head, T_query, T_key]:
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -104,19 +105,14 @@ class CausalSelfAttention(nn.Module):
             else:  # new tokens after a cached past: SDPA's is_causal would align top-left
                 attn_mask = causal_allowed(n_query, n_key, device=q.device)
         dropout_p = self.dropout if self.training else 0.0
+        context = contextlib.nullcontext()
         if q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
             # CPU autocast attends in fp32: the CPU's bf16 attention kernels are the slower
             # ones (the tiny preset's backward: 10 ms a call in bf16, 3 in fp32, Zen 4), and
             # the matmuls around them, the part bf16 speeds up, stay in bf16
-            with torch.autocast("cpu", enabled=False):
-                return F.scaled_dot_product_attention(
-                    q.float(),
-                    k.float(),
-                    v.float(),
-                    attn_mask=attn_mask,
-                    dropout_p=dropout_p,
-                    is_causal=is_causal,
-                )
-        return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
-        )
+            q, k, v = q.float(), k.float(), v.float()
+            context = torch.autocast("cpu", enabled=False)
+        with context:
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
+            )

@@ -9,7 +9,7 @@ times faster (the tiny preset's 1024x128 @ 128x512 matmul on one Zen 4 core: 0.7
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from lmforge.pipeline.training.config import TrainConfig
 
@@ -23,27 +23,31 @@ def cpu_computes_bf16(capabilities: Mapping[str, object] | None = None) -> bool:
         import torch
 
         capabilities = torch.cpu.get_capabilities()
-    caps = capabilities
-    return any(bool(caps.get(flag)) for flag in NATIVE_BF16_FLAGS)
+    return any(bool(capabilities.get(flag)) for flag in NATIVE_BF16_FLAGS)
+
+
+def _autocasts(precision: str, use_gpu: bool, gpu_has_bf16: Callable[[], bool]) -> bool:
+    """bf16 autocast: `bf16`; `auto` on a GPU that supports it (fp32 on CPU); `bf16_if_native`
+    on such a GPU or on a CPU that computes bf16 natively."""
+    if precision == "bf16":
+        return True
+    if use_gpu:
+        return precision in ("auto", "bf16_if_native") and gpu_has_bf16()
+    return precision == "bf16_if_native" and cpu_computes_bf16()
+
+
+def _cuda_has_bf16() -> bool:
+    import torch
+
+    return torch.cuda.is_bf16_supported()
 
 
 def uses_bf16(cfg: TrainConfig) -> bool:
-    """bf16 autocast: `bf16`; `auto` on a GPU that supports it (fp32 on CPU); `bf16_if_native`
-    on such a GPU or on a CPU that computes bf16 natively."""
-    if cfg.precision == "bf16":
-        return True
-    if cfg.use_gpu:
-        import torch
-
-        return cfg.precision in ("auto", "bf16_if_native") and torch.cuda.is_bf16_supported()
-    return cfg.precision == "bf16_if_native" and cpu_computes_bf16()
+    """Whether a worker with `cfg` on this device trains under bf16 autocast."""
+    return _autocasts(cfg.precision, cfg.use_gpu, _cuda_has_bf16)
 
 
 def expects_bf16(precision: str, use_gpu: bool) -> bool:
     """`uses_bf16` as predicted before any worker starts (the estimate): a GPU is taken to
     support bf16, a CPU worker to be this machine's kind."""
-    if precision == "bf16":
-        return True
-    if use_gpu:
-        return precision in ("auto", "bf16_if_native")
-    return precision == "bf16_if_native" and cpu_computes_bf16()
+    return _autocasts(precision, use_gpu, lambda: True)

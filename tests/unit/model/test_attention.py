@@ -118,9 +118,9 @@ def test_cpu_autocast_attends_in_fp32_between_bf16_projections():
     seen: dict[str, torch.dtype] = {}
 
     def attend(q, k, v, attn_mask):
-        seen["q"] = q.dtype
-        seen["out"] = CausalSelfAttention._attend(attention, q, k, v, attn_mask).dtype
-        return CausalSelfAttention._attend(attention, q, k, v, attn_mask)
+        out = CausalSelfAttention._attend(attention, q, k, v, attn_mask)
+        seen.update(q=q.dtype, out=out.dtype)
+        return out
 
     attention._attend = attend
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -56,7 +56,7 @@ def test_fp32_stays_fp32():
 
 
 def test_bf16_if_native_autocasts_exactly_where_the_cpu_computes_bf16():
-    # The tiny preset's setting: bf16 on a CPU with AVX512-BF16 or AMX, fp32 on one without.
+    # bf16 on a CPU with AVX512-BF16 or AMX, fp32 on one without.
     seen, losses, state = _matmul_dtypes("bf16_if_native", 1)
     assert seen == {torch.bfloat16 if cpu_computes_bf16() else torch.float32}
     assert state == {torch.float32}
