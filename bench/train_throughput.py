@@ -1,7 +1,8 @@
 """Training throughput: lmforge's distributed training against a plain PyTorch loop, same model.
 
 Two models (`--model`), trained for the same number of steps on the same memory-mapped token
-shards, in fp32 unless the tiny preset says `train.precision=bf16` (then both loops autocast):
+shards, in the precision the tiny preset trains in on this CPU (`train.precision`; today
+`bf16_if_native`: bf16 autocast in both loops where the CPU computes bf16 in hardware, else fp32):
 
 - `base`: n_layer=4, n_head=4, d_model=256, block 256, vocab 8192, 8 sequences per step; lmforge
   runs one Ray Train worker under DeepSpeed ZeRO 0 holding all the CPUs (`lmforge`), and two
@@ -56,6 +57,7 @@ from lmforge.pipeline.config import compose
 from lmforge.pipeline.ray_runtime import ensure_ray, shutdown_ray
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.driver import run_pretraining
+from lmforge.pipeline.training.precision import expects_bf16
 from lmforge.pipeline.training.sample_index import build_for_data
 from lmforge.pipeline.training.unlikelihood import training_objective
 from lmforge.tokenizer.dataset import TokenDataset
@@ -79,7 +81,8 @@ class Case:
     unlikelihood: float = 0.0
     """`train.unlikelihood`: both loops add the same term to cross-entropy."""
     bf16: bool = False
-    """`train.precision=bf16`: both loops run their forward passes under CPU bf16 autocast."""
+    """bf16 on this CPU (`train.precision=bf16`, or `bf16_if_native` on a CPU that computes bf16
+    in hardware): both loops run their forward passes under CPU bf16 autocast."""
     pin_cpus: bool = True
     """`train.pin_cpus`: lmforge's training threads each on their own CPU."""
 
@@ -108,7 +111,9 @@ def tiny_case(overrides: list[str]) -> Case:
         workers=train["num_workers"],
         stage=train["zero_stage"],
         unlikelihood=train["unlikelihood"],
-        bf16=train["precision"] == "bf16",  # "auto" is fp32 on CPU
+        # as lmforge resolves it on this CPU: "auto" is fp32, "bf16_if_native" bf16 where the
+        # CPU computes bf16 in hardware
+        bf16=expects_bf16(train["precision"], use_gpu=False),
         pin_cpus=train["pin_cpus"],
     )
 

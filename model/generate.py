@@ -159,7 +159,7 @@ def _next_logits(model: GPT, idx: Tensor, valid: Tensor, cache: KVCache | None) 
         own_key[:, n_key - n_new :] = torch.eye(n_new, dtype=torch.bool, device=idx.device)
         attn_mask = allowed | own_key  # a pad query sees itself, so no softmax row is empty
     h = model.hidden_states(idx, positions=positions, attn_mask=attn_mask, kv_cache=cache)
-    return model.lm_head(h[:, -1]).float()
+    return model.head_logits(h[:, -1]).float()
 
 
 def _choose(

@@ -21,7 +21,8 @@ MODEL = ModelConfig(vocab_size=50, block_size=8, d_model=32, n_head=2, n_layer=2
 
 
 def _matmul_dtypes(precision: str, stage: int) -> tuple[set[torch.dtype], list[float], set]:
-    """(dtypes of every Linear's output, losses of 4 steps, parameter dtypes)."""
+    """(dtypes of the blocks' Linears' outputs, losses of 4 steps, parameter dtypes); the LM
+    head, fp32 under CPU autocast (`GPT.head_logits`), is asserted here."""
     cfg = TrainConfig(
         zero_stage=stage, num_workers=1, global_batch_size=2, micro_batch_size=2, lr=1e-2,
         precision=precision, warmup_steps=0,
@@ -31,13 +32,16 @@ def _matmul_dtypes(precision: str, stage: int) -> tuple[set[torch.dtype], list[f
     native = precision == "bf16_if_native" and cpu_computes_bf16()
     assert engine.torch_autocast_enabled() == (precision == "bf16" or native)
     seen: set[torch.dtype] = set()
-    for module in engine.module.modules():
+    head: set[torch.dtype] = set()
+    for module in engine.module.blocks.modules():
         if isinstance(module, torch.nn.Linear):
             module.register_forward_hook(lambda _m, _i, out: seen.add(out.dtype))
+    engine.module.lm_head.register_forward_hook(lambda _m, _i, out: head.add(out.dtype))
     step = TrainStep(engine, cfg, torch.device("cpu"), 1)
     tokens = torch.randint(0, 50, (2, 9), generator=torch.Generator().manual_seed(1))
     losses = [step([(tokens[:, :-1], tokens[:, 1:])], lr=1e-2).loss for _ in range(4)]
     state_dtypes = {p.dtype for p in engine.module.parameters()}
+    assert head == {torch.float32}
     return seen, losses, state_dtypes
 
 
