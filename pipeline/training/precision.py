@@ -10,6 +10,7 @@ times faster (the tiny preset's 1024x128 @ 128x512 matmul on one Zen 4 core: 0.7
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from lmforge.pipeline.training.config import TrainConfig
 
@@ -26,14 +27,30 @@ def cpu_computes_bf16(capabilities: Mapping[str, object] | None = None) -> bool:
     return any(bool(capabilities.get(flag)) for flag in NATIVE_BF16_FLAGS)
 
 
-def _autocasts(precision: str, use_gpu: bool, gpu_has_bf16: Callable[[], bool]) -> bool:
+def cpuinfo_computes_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """`cpu_computes_bf16` from the flags the kernel lists, without importing torch (the
+    estimate must answer at once); False where there is no such file (not Linux)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return False
+    flags = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    return cpu_computes_bf16(dict.fromkeys(flags.partition(":")[2].split(), True))
+
+
+def _autocasts(
+    precision: str,
+    use_gpu: bool,
+    gpu_has_bf16: Callable[[], bool],
+    cpu_has_bf16: Callable[[], bool] | None = None,
+) -> bool:
     """bf16 autocast: `bf16`; `auto` on a GPU that supports it (fp32 on CPU); `bf16_if_native`
     on such a GPU or on a CPU that computes bf16 natively."""
     if precision == "bf16":
         return True
     if use_gpu:
         return precision in ("auto", "bf16_if_native") and gpu_has_bf16()
-    return precision == "bf16_if_native" and cpu_computes_bf16()
+    return precision == "bf16_if_native" and (cpu_has_bf16 or cpu_computes_bf16)()
 
 
 def _cuda_has_bf16() -> bool:
@@ -48,6 +65,6 @@ def uses_bf16(cfg: TrainConfig) -> bool:
 
 
 def expects_bf16(precision: str, use_gpu: bool) -> bool:
-    """`uses_bf16` as predicted before any worker starts (the estimate): a GPU is taken to
-    support bf16, a CPU worker to be this machine's kind."""
-    return _autocasts(precision, use_gpu, lambda: True)
+    """`uses_bf16` as predicted before any worker starts (the estimate), without torch: a GPU
+    is taken to support bf16, a CPU worker to be this machine's kind."""
+    return _autocasts(precision, use_gpu, lambda: True, lambda: cpuinfo_computes_bf16())

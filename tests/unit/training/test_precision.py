@@ -8,7 +8,12 @@ import pytest
 
 from lmforge.pipeline.training import precision
 from lmforge.pipeline.training.config import TrainConfig
-from lmforge.pipeline.training.precision import cpu_computes_bf16, expects_bf16, uses_bf16
+from lmforge.pipeline.training.precision import (
+    cpu_computes_bf16,
+    cpuinfo_computes_bf16,
+    expects_bf16,
+    uses_bf16,
+)
 
 
 @pytest.mark.parametrize(
@@ -32,6 +37,16 @@ def test_this_cpus_capabilities_agree_with_the_kernels_cpu_flags():
     flags = next(line for line in cpuinfo.read_text().splitlines() if line.startswith("flags"))
     listed = set(flags.split(":", 1)[1].split())
     assert cpu_computes_bf16() == bool(listed & {"avx512_bf16", "amx_bf16"})
+    assert cpuinfo_computes_bf16() == cpu_computes_bf16()  # the estimate's reading, torch-free
+
+
+def test_the_cpuinfo_reading_takes_the_flags_line(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
+    assert cpuinfo_computes_bf16(cpuinfo)
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_vnni\n")
+    assert not cpuinfo_computes_bf16(cpuinfo)
+    assert not cpuinfo_computes_bf16(tmp_path / "missing")  # not Linux: fp32 expected
 
 
 @pytest.mark.parametrize("native", [True, False])
@@ -46,6 +61,7 @@ def test_on_cpu_only_bf16_and_bf16_if_native_on_such_a_cpu_autocast(monkeypatch,
 @pytest.mark.parametrize("native", [True, False])
 def test_the_estimate_expects_the_precision_the_workers_take(monkeypatch, native):
     monkeypatch.setattr(precision, "cpu_computes_bf16", lambda: native)
+    monkeypatch.setattr(precision, "cpuinfo_computes_bf16", lambda: native)
     for value in ("auto", "fp32", "bf16", "bf16_if_native"):  # CPU workers
         assert expects_bf16(value, False) == uses_bf16(TrainConfig(precision=value))
     assert expects_bf16("auto", True) and expects_bf16("bf16_if_native", True)
