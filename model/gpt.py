@@ -166,8 +166,8 @@ class GPT(nn.Module):
 
     def head_logits(self, h: Tensor) -> Tensor:
         """Logits [B, T, V] of hidden states h. Under CPU autocast the head runs in fp32: bf16
-        logits keep 8 bits of mantissa, and the tiny preset trained that way got one minimal
-        pair fewer on a seed (18 of 26, under the demo's bar; 20 with the head in fp32) for no
+        logits keep 8 bits of mantissa, and the tiny preset trained that way got two minimal
+        pairs fewer on a seed (18 of 26, under the demo's bar; 20 with the head in fp32) for no
         time saved (the head is a fifth of its FLOPs; its step took as long either way, Zen 5).
         GPUs keep the bf16 head, where an fp32 matmul costs several times a bf16 one."""
         if h.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
