@@ -2,7 +2,8 @@
 
 Two models (`--model`), trained for the same number of steps on the same memory-mapped token
 shards, in the precision the tiny preset trains in on this CPU (`train.precision`; today
-`bf16_if_native`: bf16 autocast in both loops where the CPU computes bf16 in hardware, else fp32):
+`bf16_if_native_except_amx`: bf16 autocast in both loops where AVX512-BF16 computes bf16 in
+hardware, else fp32, AMX included):
 
 - `base`: n_layer=4, n_head=4, d_model=256, block 256, vocab 8192, 8 sequences per step; lmforge
   runs one Ray Train worker under DeepSpeed ZeRO 0 holding all the CPUs (`lmforge`), and two
@@ -81,8 +82,9 @@ class Case:
     unlikelihood: float = 0.0
     """`train.unlikelihood`: both loops add the same term to cross-entropy."""
     bf16: bool = False
-    """bf16 on this CPU (`train.precision=bf16`, or `bf16_if_native` on a CPU that computes bf16
-    in hardware): both loops run their forward passes under CPU bf16 autocast."""
+    """bf16 on this CPU (`train.precision=bf16`, or a native choice such as the preset's on a
+    CPU where it autocasts, `precision.py`): both loops run their forward passes under CPU bf16
+    autocast."""
     pin_cpus: bool = True
     """`train.pin_cpus`: lmforge's training threads each on their own CPU."""
 
@@ -111,8 +113,8 @@ def tiny_case(overrides: list[str]) -> Case:
         workers=train["num_workers"],
         stage=train["zero_stage"],
         unlikelihood=train["unlikelihood"],
-        # as lmforge resolves it on this CPU: "auto" is fp32, "bf16_if_native" bf16 where the
-        # CPU computes bf16 in hardware
+        # as lmforge resolves it on this CPU: "auto" is fp32, the native choices bf16 where the
+        # CPU computes bf16 in hardware (AMX excepted in bf16_if_native_except_amx)
         bf16=expects_bf16(train["precision"], use_gpu=False),
         pin_cpus=train["pin_cpus"],
     )

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 SCHEDULES = ("cosine", "inverse_sqrt")
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
-PRECISIONS = ("auto", "fp32", "bf16", "bf16_if_native")
+PRECISIONS = ("auto", "fp32", "bf16", "bf16_if_native", "bf16_if_native_except_amx")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -91,11 +91,13 @@ class TrainConfig:
     """Steps of windows a background thread reads ahead (0 = read each step's when it starts)."""
     max_failures: int = 2
     """Worker failures Ray Train recovers from (restart from the last checkpoint) per run."""
-    precision: Literal["auto", "fp32", "bf16", "bf16_if_native"] = "auto"
+    precision: Literal["auto", "fp32", "bf16", "bf16_if_native", "bf16_if_native_except_amx"] = (
+        "auto"
+    )
     """'auto' = bf16 autocast on GPU and fp32 on CPU; 'bf16' autocasts on CPU too;
     'bf16_if_native' autocasts where the device computes bf16 natively (a GPU with bf16, a CPU
-    with AVX512-BF16 or AMX-BF16) and stays fp32 elsewhere (`precision.py`). Parameters and
-    optimizer state stay fp32."""
+    with AVX512-BF16 or AMX-BF16) and stays fp32 elsewhere; 'bf16_if_native_except_amx' likewise
+    but fp32 on a CPU with AMX (`precision.py`). Parameters and optimizer state stay fp32."""
     compile: bool = False
     """torch.compile the model (DeepSpeed `engine.compile()`)."""
     peak_flops: float | None = None

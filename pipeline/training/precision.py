@@ -5,6 +5,12 @@ CPU with AVX512-BF16 or AMX-BF16) and stays in fp32 elsewhere: on a CPU without 
 instructions bf16 matmuls are emulated and slower than fp32, on one with them they are several
 times faster (the tiny preset's 1024x128 @ 128x512 matmul on one Zen 4 core: 0.70 ms in bf16,
 2.31 in fp32). Parameters, gradients and optimizer state stay fp32 whatever the choice.
+
+`bf16_if_native_except_amx` (the tiny preset's) does the same but keeps fp32 on a CPU with AMX,
+where bf16 was measured not to pay for what it costs the demo: on a 2-vCPU Intel Xeon with AMX
+the demo's training ran 1.15-1.2x as fast in bf16 as in fp32 (1.6x on a Zen 5 AMD EPYC, which has
+AVX512-BF16 and no AMX), and one of the three seeds of `bench/demo_quality.py` then missed the
+greedy bar, which all three met in fp32 there (README, "bf16 on the Intel Xeon with AMX").
 """
 
 from __future__ import annotations
@@ -14,43 +20,73 @@ from pathlib import Path
 
 from lmforge.pipeline.training.config import TrainConfig
 
-NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-"""CPU capabilities (`torch.cpu.get_capabilities()`) that compute bf16 matmuls in hardware."""
+AMX_FLAG = "amx_bf16"
+NATIVE_BF16_FLAGS = ("avx512_bf16", AMX_FLAG)
+"""CPU capabilities (`torch.cpu.get_capabilities()`, or /proc/cpuinfo's flags) that compute
+bf16 matmuls in hardware."""
+
+NATIVE_CHOICES = ("bf16_if_native", "bf16_if_native_except_amx")
+"""The `train.precision` values that depend on what the device computes natively."""
 
 
-def cpu_computes_bf16(capabilities: Mapping[str, object] | None = None) -> bool:
-    """Whether this CPU (or one with these capabilities) has bf16 matmul instructions."""
+def cpu_bf16_unit(capabilities: Mapping[str, object] | None = None) -> str | None:
+    """What computes bf16 matmuls on this CPU (or one with these capabilities): "amx" (AMX-BF16
+    tiles, whatever else it has), "avx512_bf16", or None (emulated)."""
     if capabilities is None:
         import torch
 
         capabilities = torch.cpu.get_capabilities()
-    return any(bool(capabilities.get(flag)) for flag in NATIVE_BF16_FLAGS)
+    if capabilities.get(AMX_FLAG):
+        return "amx"
+    return "avx512_bf16" if capabilities.get("avx512_bf16") else None
 
 
-def cpuinfo_computes_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
-    """`cpu_computes_bf16` from the flags the kernel lists, without importing torch (the
-    estimate must answer at once); False where there is no such file (not Linux)."""
+def cpu_computes_bf16(capabilities: Mapping[str, object] | None = None) -> bool:
+    """Whether this CPU (or one with these capabilities) has bf16 matmul instructions."""
+    return cpu_bf16_unit(capabilities) is not None
+
+
+def cpuinfo_bf16_unit(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """`cpu_bf16_unit` from the flags the kernel lists, without importing torch (the estimate
+    must answer at once); None where there is no such file (not Linux)."""
     try:
         text = cpuinfo.read_text()
     except OSError:
-        return False
+        return None
     flags = next((line for line in text.splitlines() if line.startswith("flags")), "")
-    return cpu_computes_bf16(dict.fromkeys(flags.partition(":")[2].split(), True))
+    return cpu_bf16_unit(dict.fromkeys(flags.partition(":")[2].split(), True))
+
+
+def cpuinfo_computes_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """`cpu_computes_bf16` read from /proc/cpuinfo (`cpuinfo_bf16_unit`)."""
+    return cpuinfo_bf16_unit(cpuinfo) is not None
+
+
+def cpu_autocasts(precision: str, unit: str | None) -> bool:
+    """Whether CPU workers train under bf16 autocast with `precision` on a CPU whose bf16
+    matmuls run on `unit` (`cpu_bf16_unit`): `auto` and `fp32` never do."""
+    if precision == "bf16":
+        return True
+    if precision == "bf16_if_native":
+        return unit is not None
+    return precision == "bf16_if_native_except_amx" and unit == "avx512_bf16"
 
 
 def _autocasts(
     precision: str,
     use_gpu: bool,
     gpu_has_bf16: Callable[[], bool],
-    cpu_has_bf16: Callable[[], bool] | None = None,
+    cpu_unit: Callable[[], str | None] | None = None,
 ) -> bool:
-    """bf16 autocast: `bf16`; `auto` on a GPU that supports it (fp32 on CPU); `bf16_if_native`
-    on such a GPU or on a CPU that computes bf16 natively."""
+    """bf16 autocast: `bf16`; `auto` and the native choices on a GPU that supports it;
+    on CPU as `cpu_autocasts` says."""
     if precision == "bf16":
         return True
     if use_gpu:
-        return precision in ("auto", "bf16_if_native") and gpu_has_bf16()
-    return precision == "bf16_if_native" and (cpu_has_bf16 or cpu_computes_bf16)()
+        return precision in ("auto", *NATIVE_CHOICES) and gpu_has_bf16()
+    if precision not in NATIVE_CHOICES:
+        return False
+    return cpu_autocasts(precision, (cpu_unit or cpu_bf16_unit)())
 
 
 def _cuda_has_bf16() -> bool:
@@ -67,4 +103,4 @@ def uses_bf16(cfg: TrainConfig) -> bool:
 def expects_bf16(precision: str, use_gpu: bool) -> bool:
     """`uses_bf16` as predicted before any worker starts (the estimate), without torch: a GPU
     is taken to support bf16, a CPU worker to be this machine's kind."""
-    return _autocasts(precision, use_gpu, lambda: True, lambda: cpuinfo_computes_bf16())
+    return _autocasts(precision, use_gpu, lambda: True, lambda: cpuinfo_bf16_unit())

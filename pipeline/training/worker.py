@@ -29,7 +29,7 @@ from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.cpu_pinning import pin_training_thread, thread_cpus
 from lmforge.pipeline.training.job import TrainingJob
 from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
-from lmforge.pipeline.training.precision import uses_bf16
+from lmforge.pipeline.training.precision import NATIVE_CHOICES, uses_bf16
 from lmforge.pipeline.training.prefetch import BatchPrefetcher
 from lmforge.pipeline.training.progress import (
     MlflowMetrics,
@@ -89,9 +89,9 @@ class WorkerRun:
         self.thread_cpus = [cpus for _, cpus, _ in placed]
         """Each rank's CPUs its training thread may run on (its `cpu_share` where pinned)."""
         self.precisions = [p for _, _, p in placed]
-        if self.rank == 0 and self.cfg.precision == "bf16_if_native":
+        if self.rank == 0 and self.cfg.precision in NATIVE_CHOICES:
             where = ", ".join(f"rank {r} {p}" for r, p in enumerate(self.precisions))
-            _say(f"train.precision=bf16_if_native: {where}")
+            _say(f"train.precision={self.cfg.precision}: {where}")
         if self.rank == 0 and share is not None:
             ranks = enumerate(self.thread_cpus)
             pinned = ", ".join(f"rank {r} on CPU {_cpu_list(cpus)}" for r, cpus in ranks)

@@ -11,7 +11,7 @@ import pytest
 from cli_runner import lmforge, status, summary
 
 from lmforge.pipeline.tracking import client
-from lmforge.pipeline.training.precision import cpu_computes_bf16
+from lmforge.pipeline.training.precision import cpu_autocasts, cpu_bf16_unit
 
 DEMO_RUN_TIMEOUT_S = 2700
 """The demo-size run takes 14-15 minutes alone on the slowest machine it has run on, and twice
@@ -65,9 +65,12 @@ def test_the_demo_model_meets_the_quality_bar_of_the_demo(first_run):
     assert sample["greedy_max_word_4gram_count"] <= 3, sample
     assert sample["top_p_word_distinct_2"] >= 0.5, sample
     assert trained["world_size"] >= 2 and manifest["config"]["train"]["zero_stage"] >= 1
-    # The preset trains in bf16 where the CPU computes bf16 in hardware, in fp32 elsewhere
-    # (`train.precision=bf16_if_native`): the bar above holds either way
-    assert trained["precision"] == ("bf16" if cpu_computes_bf16() else "fp32"), trained
+    # The preset trains in bf16 where AVX512-BF16 computes it, in fp32 elsewhere (AMX too:
+    # `train.precision=bf16_if_native_except_amx`): the bar above holds either way
+    chosen = manifest["config"]["train"]["precision"]
+    assert chosen == "bf16_if_native_except_amx"
+    expected = "bf16" if cpu_autocasts(chosen, cpu_bf16_unit()) else "fp32"
+    assert trained["precision"] == expected, trained
 
 
 def test_validation_perplexity_beats_initialisation_and_vocabulary_size(first_run):

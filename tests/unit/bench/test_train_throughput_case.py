@@ -8,7 +8,7 @@ from bench_modules import load_bench
 
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.training.precision import cpu_computes_bf16
+from lmforge.pipeline.training.precision import cpu_autocasts, cpu_bf16_unit
 
 bench = load_bench("train_throughput")
 
@@ -46,8 +46,8 @@ def test_precision_and_pinning_overrides_reach_lmforges_runs():
     # bench's lmforge runs pinned and in fp32, and the JSON line could not tell.
     default = bench.tiny_case([])
     cfg = bench.train_config(default, 10, cpus=2)
-    # the preset's bf16_if_native, as lmforge resolves it on this CPU
-    native = "bf16" if cpu_computes_bf16() else "fp32"
+    # the preset's bf16_if_native_except_amx, as lmforge resolves it on this CPU
+    native = "bf16" if cpu_autocasts("bf16_if_native_except_amx", cpu_bf16_unit()) else "fp32"
     assert (cfg.precision, cfg.pin_cpus) == (native, True)
     fp32 = bench.train_config(bench.tiny_case(["train.precision=fp32"]), 10, cpus=2)
     assert fp32.precision == "fp32"

@@ -12,7 +12,7 @@ import torch
 
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.training.config import TrainConfig
-from lmforge.pipeline.training.precision import cpu_computes_bf16
+from lmforge.pipeline.training.precision import cpu_autocasts, cpu_bf16_unit
 from lmforge.pipeline.training.train_step import TrainStep, build_engine
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("world_of_one")]
@@ -29,8 +29,7 @@ def _matmul_dtypes(precision: str, stage: int) -> tuple[set[torch.dtype], list[f
     )  # fmt: skip
     torch.manual_seed(0)
     engine = build_engine(MODEL, cfg, 1, torch.device("cpu"))
-    native = precision == "bf16_if_native" and cpu_computes_bf16()
-    assert engine.torch_autocast_enabled() == (precision == "bf16" or native)
+    assert engine.torch_autocast_enabled() == cpu_autocasts(precision, cpu_bf16_unit())
     seen: set[torch.dtype] = set()
     head: set[torch.dtype] = set()
     for module in engine.module.blocks.modules():
@@ -59,9 +58,14 @@ def test_fp32_stays_fp32():
     assert losses[-1] < losses[0]
 
 
-def test_bf16_if_native_autocasts_exactly_where_the_cpu_computes_bf16():
-    # bf16 on a CPU with AVX512-BF16 or AMX, fp32 on one without.
-    seen, losses, state = _matmul_dtypes("bf16_if_native", 1)
-    assert seen == {torch.bfloat16 if cpu_computes_bf16() else torch.float32}
+@pytest.mark.parametrize(
+    ("precision", "bf16_on"),
+    [("bf16_if_native", {"amx", "avx512_bf16"}), ("bf16_if_native_except_amx", {"avx512_bf16"})],
+)
+def test_the_native_choices_autocast_exactly_where_they_say(precision, bf16_on):
+    # bf16_if_native: bf16 on a CPU with AVX512-BF16 or AMX, fp32 on one without;
+    # bf16_if_native_except_amx (the tiny preset's): fp32 on a CPU with AMX too.
+    seen, losses, state = _matmul_dtypes(precision, 1)
+    assert seen == {torch.bfloat16 if cpu_bf16_unit() in bf16_on else torch.float32}
     assert state == {torch.float32}
     assert losses[-1] < losses[0]
