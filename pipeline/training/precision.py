@@ -21,8 +21,8 @@ from pathlib import Path
 from lmforge.pipeline.training.config import TrainConfig
 
 AMX_FLAG = "amx_bf16"
-NATIVE_BF16_FLAGS = ("avx512_bf16", AMX_FLAG)
-"""CPU capabilities (`torch.cpu.get_capabilities()`, or /proc/cpuinfo's flags) that compute
+AVX512_BF16_FLAG = "avx512_bf16"
+"""The CPU capabilities (`torch.cpu.get_capabilities()`, or /proc/cpuinfo's flags) that compute
 bf16 matmuls in hardware."""
 
 NATIVE_CHOICES = ("bf16_if_native", "bf16_if_native_except_amx")
@@ -38,12 +38,7 @@ def cpu_bf16_unit(capabilities: Mapping[str, object] | None = None) -> str | Non
         capabilities = torch.cpu.get_capabilities()
     if capabilities.get(AMX_FLAG):
         return "amx"
-    return "avx512_bf16" if capabilities.get("avx512_bf16") else None
-
-
-def cpu_computes_bf16(capabilities: Mapping[str, object] | None = None) -> bool:
-    """Whether this CPU (or one with these capabilities) has bf16 matmul instructions."""
-    return cpu_bf16_unit(capabilities) is not None
+    return "avx512_bf16" if capabilities.get(AVX512_BF16_FLAG) else None
 
 
 def cpuinfo_bf16_unit(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
@@ -55,11 +50,6 @@ def cpuinfo_bf16_unit(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
         return None
     flags = next((line for line in text.splitlines() if line.startswith("flags")), "")
     return cpu_bf16_unit(dict.fromkeys(flags.partition(":")[2].split(), True))
-
-
-def cpuinfo_computes_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
-    """`cpu_computes_bf16` read from /proc/cpuinfo (`cpuinfo_bf16_unit`)."""
-    return cpuinfo_bf16_unit(cpuinfo) is not None
 
 
 def cpu_autocasts(precision: str, unit: str | None) -> bool:

@@ -12,9 +12,7 @@ from lmforge.pipeline.training.precision import (
     NATIVE_CHOICES,
     cpu_autocasts,
     cpu_bf16_unit,
-    cpu_computes_bf16,
     cpuinfo_bf16_unit,
-    cpuinfo_computes_bf16,
     expects_bf16,
     uses_bf16,
 )
@@ -33,7 +31,7 @@ UNITS = ["amx", "avx512_bf16", None]
     ],
 )
 def test_native_bf16_means_bf16_matmul_instructions(capabilities, native):
-    assert cpu_computes_bf16(capabilities) is native
+    assert (cpu_bf16_unit(capabilities) is not None) is native
 
 
 @pytest.mark.parametrize(
@@ -55,22 +53,20 @@ def test_this_cpus_capabilities_agree_with_the_kernels_cpu_flags():
         pytest.skip("no /proc/cpuinfo")
     flags = next(line for line in cpuinfo.read_text().splitlines() if line.startswith("flags"))
     listed = set(flags.split(":", 1)[1].split())
-    assert cpu_computes_bf16() == bool(listed & {"avx512_bf16", "amx_bf16"})
-    assert cpuinfo_computes_bf16() == cpu_computes_bf16()  # the estimate's reading, torch-free
-    assert cpuinfo_bf16_unit() == cpu_bf16_unit()
+    assert (cpu_bf16_unit() is not None) == bool(listed & {"avx512_bf16", "amx_bf16"})
+    assert cpuinfo_bf16_unit() == cpu_bf16_unit()  # the estimate's reading, torch-free
     assert (cpu_bf16_unit() == "amx") == ("amx_bf16" in listed)
 
 
 def test_the_cpuinfo_reading_takes_the_flags_line(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
-    assert cpuinfo_computes_bf16(cpuinfo)
     assert cpuinfo_bf16_unit(cpuinfo) == "avx512_bf16"
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx512_bf16 amx_bf16 amx_tile\n")
     assert cpuinfo_bf16_unit(cpuinfo) == "amx"
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_vnni\n")
-    assert not cpuinfo_computes_bf16(cpuinfo)
-    assert not cpuinfo_computes_bf16(tmp_path / "missing")  # not Linux: fp32 expected
+    assert cpuinfo_bf16_unit(cpuinfo) is None
+    assert cpuinfo_bf16_unit(tmp_path / "missing") is None  # not Linux: fp32 expected
 
 
 @pytest.mark.parametrize("unit", UNITS)
