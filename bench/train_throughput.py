@@ -87,6 +87,8 @@ class Case:
     autocast."""
     pin_cpus: bool = True
     """`train.pin_cpus`: lmforge's training threads each on their own CPU."""
+    keep_freed_memory: bool = True
+    """`train.keep_freed_memory`: lmforge's workers keep the memory their steps free."""
 
     @property
     def precision(self) -> str:
@@ -117,6 +119,7 @@ def tiny_case(overrides: list[str]) -> Case:
         # CPU computes bf16 in hardware (AMX excepted in bf16_if_native_except_amx)
         bf16=expects_bf16(train["precision"], use_gpu=False),
         pin_cpus=train["pin_cpus"],
+        keep_freed_memory=train["keep_freed_memory"],
     )
 
 
@@ -187,6 +190,7 @@ def train_config(case: Case, steps: int, *, cpus: int, compile: bool = False) ->
         max_failures=0,
         precision=case.precision,
         pin_cpus=case.pin_cpus,
+        keep_freed_memory=case.keep_freed_memory,
         compile=compile,
         unlikelihood=case.unlikelihood,
     )
@@ -294,6 +298,7 @@ def main() -> None:
         "unit": "tokens/s",
         "precision": case.precision,
         "pin_cpus": case.pin_cpus,
+        "keep_freed_memory": case.keep_freed_memory,
         "lmforge": round(lmforge, 1),
         "reference": round(reference, 1),
         "ratio": round(lmforge / reference, 4),

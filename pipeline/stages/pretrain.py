@@ -47,6 +47,7 @@ TRAJECTORY_NEUTRAL = (
     "offload_params",
     "cpus_per_worker",
     "pin_cpus",
+    "keep_freed_memory",
     "placement_strategy",
     "checkpoint_every",
     "keep_checkpoints",

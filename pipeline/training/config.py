@@ -74,6 +74,9 @@ class TrainConfig:
     pin_cpus: bool = True
     """CPU workers that fill their node between them keep each training thread on its own
     `cpus_per_worker` cores (`cpu_pinning`); elsewhere nothing is pinned."""
+    keep_freed_memory: bool = True
+    """Each worker keeps the memory its steps free (up to 1 GiB) instead of handing it back to
+    the kernel and faulting it in again the next step (glibc; `proc_stats.keep_freed_memory`)."""
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
     """Ray placement of the workers across nodes."""
     checkpoint_every: int = 200

@@ -29,6 +29,7 @@ from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchConfig
 
 from lmforge.model.config import ModelConfig
+from lmforge.pipeline.proc_stats import kept_memory_tunables
 from lmforge.pipeline.training.checkpoint import CheckpointError
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.export import HFExport, export_checkpoint
@@ -97,6 +98,7 @@ def run_pretraining(
             storage_path=str(storage_path),
             failure_config=FailureConfig(max_failures=train_cfg.max_failures),
             checkpoint_config=CheckpointConfig(num_to_keep=max(1, train_cfg.keep_checkpoints)),
+            worker_runtime_env=worker_runtime_env(train_cfg),
         ),
         torch_config=TorchConfig(backend="nccl" if train_cfg.use_gpu else "gloo"),
     )
@@ -118,6 +120,15 @@ def run_pretraining(
     summary.update(exported, model_dir=str(out_dir))
     _remove_run_dir(str(storage_path), name)
     return summary
+
+
+def worker_runtime_env(train_cfg: TrainConfig) -> dict[str, Any]:
+    """The training workers' runtime environment: with `train.keep_freed_memory`, glibc's
+    tunables that keep freed memory mapped from the workers' start (`kept_memory_tunables`;
+    one arena can only be chosen before the training thread's first allocation)."""
+    if not train_cfg.keep_freed_memory:
+        return {}
+    return {"env_vars": {"GLIBC_TUNABLES": kept_memory_tunables(os.environ)}}
 
 
 def _remove_run_dir(storage_path: str, name: str) -> None:

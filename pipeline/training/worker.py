@@ -12,6 +12,7 @@ end the final checkpoint's location is reported to Ray Train (`ray_checkpoint`).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import warnings
 
@@ -21,7 +22,7 @@ import torch
 from ray.train.torch import get_device
 from safetensors import SafetensorError
 
-from lmforge.pipeline.proc_stats import peak_rss_bytes
+from lmforge.pipeline.proc_stats import keep_freed_memory, keeps_freed_memory, peak_rss_bytes
 from lmforge.pipeline.training import checkpoint as ckpt
 from lmforge.pipeline.training.async_save import CheckpointSaver, Published
 from lmforge.pipeline.training.collectives import all_gather
@@ -100,6 +101,10 @@ class WorkerRun:
         max_offset = max_window_offset(job.model.block_size, self.cfg.epoch_offsets)
         self.dataset = TokenDataset(job.data_dir, job.split, job.model.block_size, max_offset)
         self.engine = build_engine(job.model, self.cfg, self.world, self.device)
+        # After the build: a ZeRO-3 build sets glibc's thresholds for its own work.
+        kept = self.cfg.keep_freed_memory and keep_freed_memory() and keeps_freed_memory(os.environ)
+        self.freed_memory_kept = all_gather(bool(kept), self.world)
+        """Each rank's: it keeps the memory its steps free (`train.keep_freed_memory`)."""
         self.times = StepTimes()
         self.train_step = TrainStep(self.engine, self.cfg, self.device, self.world, self.times)
         self.saver = CheckpointSaver(
@@ -292,6 +297,7 @@ class WorkerRun:
             "world_size": self.world,
             "worker_nodes": self.nodes,
             "training_thread_cpus": self.thread_cpus,
+            "freed_memory_kept": self.freed_memory_kept,
             "precision_by_rank": self.precisions,
             "precision": self.precisions[0] if len(set(self.precisions)) == 1 else "mixed",
             "resumed_from_step": self.resumed_from,

@@ -61,6 +61,8 @@ def test_a_2_worker_zero1_run_the_demo_layout_continues_from_its_checkpoint(
     assert len(os.sched_getaffinity(0)) >= 2
     cpus = resumed["training_thread_cpus"]
     assert [len(share) for share in cpus] == [1, 1] and cpus[0] != cpus[1]
+    # Both workers started with glibc's tunables and keep the memory their steps free.
+    assert resumed["freed_memory_kept"] == [True, True]
     assert len(_actors_of_class("TrainController")) >= 2  # the runs went through Ray Train
     assert _actors_of_class("DatasetManager") == managers_before
     assert not _actors_of_class("_AutoscalingCoordinatorActor")

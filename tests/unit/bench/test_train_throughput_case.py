@@ -41,7 +41,7 @@ def test_each_model_name_gives_its_case():
     assert base == bench.base_case() and (base.workers, base.stage, base.batch) == (1, 0, 8)
 
 
-def test_precision_and_pinning_overrides_reach_lmforges_runs():
+def test_precision_pinning_and_memory_overrides_reach_lmforges_runs():
     # Until they did, `--override train.pin_cpus=false` or `train.precision=bf16` left the
     # bench's lmforge runs pinned and in fp32, and the JSON line could not tell.
     default = bench.tiny_case([])
@@ -56,3 +56,6 @@ def test_precision_and_pinning_overrides_reach_lmforges_runs():
     assert (changed.bf16, changed.pin_cpus) == (True, False)
     cfg = bench.train_config(changed, 10, cpus=2, compile=True)
     assert (cfg.precision, cfg.pin_cpus, cfg.compile) == ("bf16", False, True)
+    assert default.keep_freed_memory and bench.train_config(default, 10, cpus=2).keep_freed_memory
+    unkept = bench.tiny_case(["train.keep_freed_memory=false"])
+    assert not bench.train_config(unkept, 10, cpus=2).keep_freed_memory

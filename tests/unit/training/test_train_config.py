@@ -7,7 +7,9 @@ from importlib.resources import files
 import pytest
 import yaml
 
+from lmforge.pipeline.proc_stats import keeps_freed_memory
 from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.driver import worker_runtime_env
 
 
 def test_the_default_train_yaml_is_a_valid_config():
@@ -69,3 +71,14 @@ def test_a_bad_value_is_rejected_naming_the_key(values, message):
 def test_the_config_round_trips_through_a_plain_mapping():
     cfg = TrainConfig(zero_stage=3, offload_params=True, num_workers=1, global_batch_size=8)
     assert TrainConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_workers_start_with_the_tunables_that_keep_freed_memory_unless_turned_off(monkeypatch):
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    assert keeps_freed_memory(worker_runtime_env(TrainConfig())["env_vars"])
+    assert worker_runtime_env(TrainConfig(keep_freed_memory=False)) == {}
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.tcache_count=0")  # the caller's own
+    tunables = worker_runtime_env(TrainConfig())["env_vars"]["GLIBC_TUNABLES"]
+    assert tunables.endswith(":glibc.malloc.tcache_count=0") and keeps_freed_memory(
+        {"GLIBC_TUNABLES": tunables}
+    )
