@@ -10,6 +10,15 @@ are sharded: each rank writes its 1/N of the 12 bytes per parameter (hashed as w
 write, an upper bound on the stall of an asynchronous save. A fitted start-up covers Ray Train,
 DeepSpeed and the export.
 
+The steps with the sequence-level unlikelihood term (`train.sequence_unlikelihood`, the last
+`sequence_unlikelihood_steps`) cost more: each window's prefix is continued greedily token by
+token, then the prefix and continuation go through a second forward and backward pass. Their
+FLOPs (the prefill and the decoding forward, C/3 a token, and the second pass, C a token) join
+the training FLOPs; decoding one token through one layer is also a fixed count of small
+operations, bound by their dispatch on a small model (39 ms for 32 tokens of the tiny model's
+4 layers and 8 windows on one CPU, where their FLOPs take under 10), fitted as seconds per
+decoded token and layer on a rank (`s_per_decode_layer_step`).
+
 Memory: a rank's model states, activations and its staged share of a checkpoint by arithmetic
 (`pipeline/training/memory.py`) plus a measured runtime base; the export (in the stage's own
 process up to 64M parameters, else a task of its own on that node) streams the final weights out
@@ -23,7 +32,7 @@ from __future__ import annotations
 from lmforge.model.config import ModelConfig
 from lmforge.model.flops import flops_per_token, parameters
 from lmforge.pipeline.cost_model import KNOWN, Cluster, ProcessCost, StageCost, config_part
-from lmforge.pipeline.training.config import engine_zero_stage
+from lmforge.pipeline.training.config import engine_zero_stage, sequence_decoding
 from lmforge.pipeline.training.memory import RankMemory, activation_bytes, rank_memory
 from lmforge.pipeline.training.precision import expects_bf16
 
@@ -69,10 +78,12 @@ def _size(model: dict, train: dict, vocab_size: float) -> dict[str, float]:
     cfg = ModelConfig(**{**model, "vocab_size": int(vocab_size)})
     steps = train["max_steps"]
     every = train["checkpoint_every"] or steps
+    per_token = flops_per_token(cfg) + 6.0 * cfg.d_model * cfg.vocab_size
     return {
         "params": parameters(cfg),
-        "flops_per_token": flops_per_token(cfg) + 6.0 * cfg.d_model * cfg.vocab_size,
+        "flops_per_token": per_token,
         "tokens": steps * train["global_batch_size"] * cfg.block_size,
+        **_sequence_phase(train, cfg, per_token),
         "checkpoints": steps // every + (1 if steps % every else 0),
         "keep_checkpoints": train["keep_checkpoints"],
         "world": train["num_workers"],
@@ -88,6 +99,26 @@ def _size(model: dict, train: dict, vocab_size: float) -> dict[str, float]:
         "n_head": cfg.n_head,
         "n_layer": cfg.n_layer,
         "vocab_size": cfg.vocab_size,
+    }
+
+
+def _sequence_phase(train: dict, cfg: ModelConfig, per_token: float) -> dict[str, float]:
+    """The sequence-level unlikelihood steps' extra work: `phase_flops` over all ranks, and
+    `decode_layer_steps`, the tokens a rank decodes times the layers each goes through."""
+    weight = train.get("sequence_unlikelihood") or 0.0
+    steps = min(train.get("sequence_unlikelihood_steps") or 0, train["max_steps"])
+    if weight <= 0 or steps <= 0:
+        return {"phase_flops": 0.0, "decode_layer_steps": 0.0}
+    prefix, decoded = sequence_decoding(
+        train.get("sequence_unlikelihood_prefix"),
+        train.get("sequence_unlikelihood_tokens"),
+        cfg.block_size,
+    )
+    batch = train["global_batch_size"]
+    micro_batches = batch // (train["micro_batch_size"] * train["num_workers"]) or 1
+    return {
+        "phase_flops": steps * batch * (prefix + decoded) * per_token * (1 + 1 / 3),
+        "decode_layer_steps": float(steps * micro_batches * decoded * cfg.n_layer),
     }
 
 
@@ -119,7 +150,9 @@ def cost(s: dict[str, float]) -> StageCost:
         "fixed_s": 1 - s.get("startup_excluded", 0),
         KNOWN: s["checkpoints"] * _rank_save_s(s, checkpoint_bytes),
     }
-    work = s["tokens"] * s["flops_per_token"]
+    # A size recorded before the sequence-level terms were costed has neither key.
+    work = s["tokens"] * s["flops_per_token"] + s.get("phase_flops", 0.0)
+    wall["s_per_decode_layer_step"] = s.get("decode_layer_steps", 0.0)
     on_gpu = bool(s["use_gpu"])
     if on_gpu:
         wall[KNOWN] += work / (s["world"] * max(1.0, s["gpu_peak_flops"]) * s["mfu"])

@@ -16,6 +16,15 @@ PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 PRECISIONS = ("auto", "fp32", "bf16", "bf16_if_native", "bf16_if_native_except_amx")
 
 
+def sequence_decoding(prefix: int | None, tokens: int | None, block_size: int) -> tuple[int, int]:
+    """(prefix, decoded tokens) of the sequence-level term: the settings, else a quarter and a
+    half of `block_size` (`TrainConfig.sequence_decoding`; the estimate reads plain settings)."""
+    return (
+        prefix if prefix is not None else max(1, block_size // 4),
+        tokens if tokens is not None else block_size // 2,
+    )
+
+
 @dataclass(kw_only=True, slots=True)
 class TrainConfig:
     """Optimizer, schedule, parallelism and checkpointing of one pretraining run."""
@@ -175,11 +184,8 @@ class TrainConfig:
 
     def sequence_decoding(self, block_size: int) -> tuple[int, int]:
         """(prefix, decoded tokens) of the sequence-level term for windows of `block_size`."""
-        prefix = self.sequence_unlikelihood_prefix
-        tokens = self.sequence_unlikelihood_tokens
-        return (
-            prefix if prefix is not None else max(1, block_size // 4),
-            tokens if tokens is not None else block_size // 2,
+        return sequence_decoding(
+            self.sequence_unlikelihood_prefix, self.sequence_unlikelihood_tokens, block_size
         )
 
     @property

@@ -86,6 +86,43 @@ def test_gpu_training_time_is_flops_over_peak_times_mfu(coefficients):
     assert pretrain.store_bytes == pytest.approx(8 * params + 2 * 12 * params)
 
 
+def test_sequence_level_steps_add_their_decoding_and_second_pass_to_cpu_training(coefficients):
+    coef = copy.deepcopy(coefficients)
+    coef["stages"]["pretrain"].update(
+        fixed_s=10.0, cpu_s_per_flop=1e-11, s_per_decode_layer_step=3e-4
+    )
+    corpus = {"docs": 500, "bytes": 1e6}
+    cluster = Cluster(nodes=1, cpus_per_node=2, memory_per_node=24 * GB)
+
+    def pretrain(*overrides: str):
+        return stage(
+            estimate_run(compose(["preset=tiny", *overrides]), corpus, cluster, coef), "pretrain"
+        )
+
+    plain = pretrain("train.sequence_unlikelihood=0")
+    phased = pretrain()
+    size = phased.size
+    per_token = size["flops_per_token"]
+    # The preset's last 300 steps: 16 windows each continued from 32 tokens by 32 more, the
+    # prefill and decoding forward (C/3 a token) and the second forward and backward (C).
+    assert size["phase_flops"] == pytest.approx(300 * 16 * (32 + 32) * per_token * 4 / 3)
+    # Each of the two ranks decodes its one micro-batch a step: 32 tokens through 4 layers.
+    assert size["decode_layer_steps"] == 300 * 1 * 32 * 4
+    assert plain.size["phase_flops"] == plain.size["decode_layer_steps"] == 0
+    extra = size["phase_flops"] * 1e-11 / 2 + 300 * 32 * 4 * 3e-4
+    assert phased.wall_s - plain.wall_s == pytest.approx(extra)
+    # The term covers only the steps it runs on: a run shorter than the phase is all of it.
+    short = pretrain("train.max_steps=100").size
+    assert short["decode_layer_steps"] == 100 * 32 * 4
+    # Prefix and decoded length are the settings', else a quarter and a half of the block.
+    longer = pretrain("train.sequence_unlikelihood_tokens=null").size
+    assert longer["phase_flops"] == pytest.approx(300 * 16 * (32 + 64) * per_token * 4 / 3)
+    # Sizes recorded before these terms were costed still evaluate (refits read old manifests).
+    module = cost_models()["pretrain"]
+    old = {k: v for k, v in size.items() if k not in ("phase_flops", "decode_layer_steps")}
+    assert module.cost(old).wall_s["s_per_decode_layer_step"] == 0
+
+
 def test_json_is_a_stable_object_naming_the_bounding_stage(coefficients):
     result = estimate_run(compose(), {"docs": 1e9, "bytes": 1e12}, CLUSTER, coefficients)
     data = result.to_json()
