@@ -6,7 +6,9 @@ A forward pass costs about a third of C, the training FLOPs per token (2 N of 6 
 attention and LM head terms likewise). Generating with the KV cache decodes every prompt of a
 call together, one step per new token, and pays per step (the Python loop, the cache) and per
 generated token (sampling over the vocabulary) besides the FLOPs: on small models these
-overheads dominate, so each is fitted.
+overheads dominate, so each is fitted. On GPU actors the FLOPs run at the data sheet's peak
+times the stated MFU (`--gpu-peak-tflops`, `--mfu`), as training's do; the per-step and
+per-token overheads keep their coefficients.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import math
 
 from lmforge.pipeline.cost_model import KNOWN, Cluster, Linear, ProcessCost
+from lmforge.pipeline.stages.pretrain_cost import GPU_MFU
 
 MB = 2**20
 FORWARD_SHARE = 1 / 3
@@ -34,14 +37,20 @@ def model_of_run(upstream: dict) -> dict[str, float]:
     return {"params": params, "forward_flops": flops * FORWARD_SHARE, "trained_tokens": tokens}
 
 
-def pool_size(cfg: dict, cluster: Cluster) -> dict[str, float]:
+def pool_size(cfg: dict, cluster: Cluster, mfu: float | None = None) -> dict[str, float]:
     """How many model actors a stage's pool starts, in all and per node (`actors: 0` = one per GPU,
-    else one per `threads_per_actor` CPUs of the cluster)."""
+    else one per `threads_per_actor` CPUs of the cluster), and on GPUs the FLOPs per second an
+    actor runs (`gpu_flops_per_s`: peak x MFU; 0 on CPUs, whose seconds per FLOP are fitted)."""
     on_gpu = cfg.get("device", "auto") != "cpu" and cluster.gpus_per_node > 0
     threads = max(1, int(cfg.get("threads_per_actor", 1)))
     per_node = cluster.gpus_per_node if on_gpu else max(1, cluster.cpus_per_node // threads)
     actors = int(cfg.get("actors", 0)) or per_node * cluster.nodes
-    return {"actors": actors, "actors_per_node": -(-actors // cluster.nodes)}
+    rate = (cluster.gpu_peak_flops or 0) * (mfu or GPU_MFU) if on_gpu else 0.0
+    return {
+        "actors": actors,
+        "actors_per_node": -(-actors // cluster.nodes),
+        "gpu_flops_per_s": rate,
+    }
 
 
 def pooled_generation(
@@ -65,12 +74,18 @@ def generation_wall(
 ) -> Linear:
     """Wall time of the busiest actor generating `generated` tokens in `steps` batched decoding
     steps and scoring `scored` tokens more."""
-    return {
+    flops = (generated + scored) * s["forward_flops"]
+    wall: Linear = {
         "fixed_s": 1,
         "s_per_generation_step": steps,
         "s_per_generated_token": generated,
-        "cpu_s_per_flop": (generated + scored) * s["forward_flops"],
     }
+    rate = s.get("gpu_flops_per_s", 0.0)  # absent from sizes recorded before it was costed
+    if rate > 0:
+        wall[KNOWN] = flops / rate
+    else:
+        wall["cpu_s_per_flop"] = flops
+    return wall
 
 
 def driver_process() -> ProcessCost:

@@ -27,10 +27,13 @@ PII_SCAN_DOCS = 100_000
 
 
 def size(config: dict, flow: dict, cluster: Cluster) -> dict[str, float]:
-    return _size(config["eval"]["harm"], flow.get("docs_out", 0), cluster) | model_flow(flow)
+    harm = config["eval"]["harm"]
+    return _size(harm, flow.get("docs_out", 0), cluster, flow.get("mfu")) | model_flow(flow)
 
 
-def _size(cfg: dict, train_docs: float, cluster: Cluster) -> dict[str, float]:
+def _size(
+    cfg: dict, train_docs: float, cluster: Cluster, mfu: float | None = None
+) -> dict[str, float]:
     prompts = cfg["num_prompts"] or TOXICITY_PROMPTS
     new = cfg["max_new_tokens"]
     calls = [  # (rows, new tokens) of each probe's one pool call
@@ -39,7 +42,7 @@ def _size(cfg: dict, train_docs: float, cluster: Cluster) -> dict[str, float]:
         (cfg["extraction_prefixes"], cfg["extraction_tokens"]),
         (cfg["pii_samples"], 2 * new),
     ]
-    pool = pool_size(cfg, cluster)
+    pool = pool_size(cfg, cluster, mfu)
     work = pooled_generation(calls, int(cfg.get("batch_size", 16)), int(pool["actors"]))
     scanned = min(train_docs, PII_SCAN_DOCS) if cfg["pii_samples"] else 0
     return pool | work | {"pii_scan_docs": scanned}

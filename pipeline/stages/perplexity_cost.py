@@ -35,7 +35,7 @@ def size(config: dict, flow: dict, cluster: Cluster) -> dict[str, float]:
             flow["train_tokens"],
         )
         | model_flow(flow)
-        | pool_size(config["eval"]["perplexity"], cluster)
+        | pool_size(config["eval"]["perplexity"], cluster, flow.get("mfu"))
     )
 
 

@@ -21,11 +21,11 @@ MODES = 2
 
 
 def size(config: dict, flow: dict, cluster: Cluster) -> dict[str, float]:
-    return _size(config["eval"]["sample"], cluster) | model_flow(flow)
+    return _size(config["eval"]["sample"], cluster, flow.get("mfu")) | model_flow(flow)
 
 
-def _size(cfg: dict, cluster: Cluster) -> dict[str, float]:
-    pool = pool_size(cfg, cluster)
+def _size(cfg: dict, cluster: Cluster, mfu: float | None = None) -> dict[str, float]:
+    pool = pool_size(cfg, cluster, mfu)
     calls = [(len(cfg["prompts"]), cfg["max_new_tokens"])] * MODES
     return pool | pooled_generation(calls, int(cfg.get("batch_size", 16)), int(pool["actors"]))
 

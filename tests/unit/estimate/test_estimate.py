@@ -10,6 +10,7 @@ from lmforge.model.config import ModelConfig
 from lmforge.model.flops import flops_per_token
 from lmforge.pipeline.config import compose
 from lmforge.pipeline.cost_model import (
+    KNOWN,
     Cluster,
     cost_models,
     load_coefficients,
@@ -121,6 +122,33 @@ def test_sequence_level_steps_add_their_decoding_and_second_pass_to_cpu_training
     module = cost_models()["pretrain"]
     old = {k: v for k, v in size.items() if k not in ("phase_flops", "decode_layer_steps")}
     assert module.cost(old).wall_s["s_per_decode_layer_step"] == 0
+
+
+@pytest.mark.parametrize("name", ["perplexity", "harm", "sample"])
+def test_gpu_actors_run_their_flops_at_peak_times_mfu_not_at_a_cpus_rate(coefficients, name):
+    config = compose(["preset=gpu", *ONE_B, "train.num_workers=64"])
+    corpus = {"docs": 1e8, "bytes": 2e11, "mfu": 0.4}
+    slow = copy.deepcopy(coefficients)
+    slow["stages"][name]["cpu_s_per_flop"] = 1e-8  # a CPU 100x slower than any we measured
+
+    def run(coef, cluster):
+        return stage(estimate_run(config, corpus, cluster, coef), name)
+
+    on_gpus = run(coefficients, GPUS)
+    assert on_gpus.size["gpu_flops_per_s"] == pytest.approx(989e12 * 0.4)
+    assert run(slow, GPUS).wall_s == pytest.approx(on_gpus.wall_s)
+    size = on_gpus.size
+    if name == "perplexity":
+        tokens = (2 * size["window_tokens"] + size["document_tokens"]) / size["actors"]
+    else:
+        tokens = size["generated"]
+    form = cost_models()[name].cost(size).wall_s
+    assert "cpu_s_per_flop" not in form
+    assert form[KNOWN] == pytest.approx(tokens * size["forward_flops"] / (989e12 * 0.4))
+    # On CPUs (no GPUs on the nodes) the fitted seconds per FLOP price the same work.
+    on_cpus = run(coefficients, CLUSTER)
+    assert on_cpus.size["gpu_flops_per_s"] == 0
+    assert run(slow, CLUSTER).wall_s > 10 * on_cpus.wall_s
 
 
 def test_json_is_a_stable_object_naming_the_bounding_stage(coefficients):
