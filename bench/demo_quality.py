@@ -17,7 +17,7 @@ Prints a table, each seed's most repetitive greedy completion and loop rate and,
 line: {"bench": "demo_quality", "seeds": [...], per-seed figures (with that completion and the
 "greedy_loops" figures), the worst value of each figure over the seeds, "met": {figure: bool},
 "all_met": bool, "seconds": [...]}. With the preset's sequence-level phase it takes about 9
-minutes per seed on 2 cores of the Intel machine and about 16 on the slower AMD one (README).
+minutes per seed on 2 cores of the Intel machine and about 16 on the slower AMD one (docs/demo-preset.md).
 
     .venv/bin/python bench/demo_quality.py [--seeds 1337 0 1] [--override K=V ...]
         [--loop-prompts 200]

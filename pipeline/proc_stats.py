@@ -92,7 +92,7 @@ def keep_freed_memory(kept_free: int = KEPT_FREE_BYTES) -> bool:
     a thread). Kept, the pages stay mapped. The peak does not move (the same blocks are live at
     it); the memory between steps stays near it. The tiny preset's two workers took 12-33k
     minor faults a second each under the defaults and 6-7k kept, and their steps were about 4%
-    shorter (README, Benchmarks)."""
+    shorter (docs/benchmarks.md)."""
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):

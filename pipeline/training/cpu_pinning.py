@@ -5,7 +5,7 @@ rank's. Left to the scheduler, two ranks on two cores share them with everything
 runs (Ray's processes, gloo's threads) and move between them; kept each on its own core, a
 rank's thread keeps that core's caches. On a 2-vCPU Intel Xeon the tiny preset's two workers
 trained at 0.86-0.89x a plain two-thread loop unpinned and at 0.92x pinned, in alternated runs
-of `bench/train_throughput.py --model tiny` (README, Benchmarks).
+of `bench/train_throughput.py --model tiny` (docs/benchmarks.md).
 
 Pinning is only safe where the run owns the node's CPUs: several workers of one run whose CPUs
 (`train.cpus_per_worker` each) add up to all the CPUs the node gives Ray. On a larger node shared
