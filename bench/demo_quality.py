@@ -16,8 +16,9 @@ it by luck; each seed's model is also scored on about 200 sentence starts of its
 Prints a table, each seed's most repetitive greedy completion and loop rate and, last, one JSON
 line: {"bench": "demo_quality", "seeds": [...], per-seed figures (with that completion and the
 "greedy_loops" figures), the worst value of each figure over the seeds, "met": {figure: bool},
-"all_met": bool, "seconds": [...]}. With the preset's sequence-level phase it takes about 9
-minutes per seed on 2 cores of the Intel machine and about 16 on the slower AMD one (docs/demo-preset.md).
+"all_met": bool, "seconds": [...]}. With the preset's sequence-level phase it takes about 4-9
+minutes per seed on 2 cores of the Intel machine, about 8 on a Zen 3 AMD EPYC and about 16 on the
+slower Zen 1 AMD one (docs/demo-preset.md).
 
     .venv/bin/python bench/demo_quality.py [--seeds 1337 0 1] [--override K=V ...]
         [--loop-prompts 200]
