@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from lmforge.pipeline.redaction import redact_text
 from lmforge.pipeline.store import open_store
 from lmforge.pipeline.store_settings import StoreSettings
 from lmforge.pipeline.tracking import (
+    check_reachable,
     client,
     close_producing_run,
     default_artifact_location,
@@ -97,7 +99,6 @@ class _Driver:
         cluster = request.config.get("cluster", {})
         self.cluster = cluster
         self.tracking_uri = resolve_tracking_uri(workdir.root, cluster.get("tracking_uri"))
-        self.mlflow = client(self.tracking_uri)
         self.record = PipelineRecord(
             run_id=time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6],
             command=request.command,
@@ -107,6 +108,37 @@ class _Driver:
     def run(self) -> PipelineRecord:
         self.book.mark_interrupted()
         self.store.sweep_temporaries()
+        check_reachable(self.tracking_uri)  # a server that is down fails before Ray starts
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lmforge-tracking") as pool:
+            # MLflow's import and a new store's schema (5-6 s of the driver's CPU) overlap
+            # Ray's start, which mostly waits for the processes it spawns (7-9 s).
+            tracking = pool.submit(self._open_tracking)
+            try:
+                if self.plan.to_run():
+                    self._start_ray()
+                tracking.result()
+            except BaseException as exc:
+                self._after_failed_start(tracking, exc)
+                raise
+        try:
+            self._walk()
+        except BaseException:
+            self._mark_killed()
+            raise
+        failed = [s for s in self.record.stages if s.state == "failed"]
+        self.record.state = "failed" if failed else "finished"
+        self.record.finished_at = time.time()
+        self.book.save(self.record)
+        self.mlflow.set_terminated(self.parent_id, status="FAILED" if failed else "FINISHED")
+        if failed:
+            first = failed[0]
+            raise StageFailed(f"stage {first.stage!r} failed: {first.error}")
+        return self.record
+
+    def _open_tracking(self) -> None:
+        """The MLflow side of a run's start: the experiment, stale runs closed, the parent run
+        with the config as its params, and the run's record."""
+        self.mlflow = client(self.tracking_uri)
         location = default_artifact_location(self.workdir.root, self.tracking_uri)
         self.experiment_id = ensure_experiment(
             self.mlflow, self.cluster.get("experiment", "lmforge"), location
@@ -126,20 +158,19 @@ class _Driver:
         self.record.mlflow_run_id = self.parent_id
         self._log_params(self.parent_id, self.request.config)
         self.book.save(self.record)
-        try:
-            self._walk()
-        except BaseException:
+
+    def _start_ray(self) -> None:
+        ensure_ray(self.cluster.get("ray_address"), self.cluster.get("num_cpus"), self.workdir.root)
+
+    def _after_failed_start(self, tracking: Future, exc: BaseException) -> None:
+        """Ray failed to start, MLflow's setup failed, or Ctrl-C came: once the MLflow side is
+        done, its runs become KILLED, as a failure in the walk leaves them. An MLflow error is
+        raised rather than Ray's, as when MLflow was set up first."""
+        failure = tracking.exception()  # waits for the MLflow side to finish
+        if failure is None:
             self._mark_killed()
-            raise
-        failed = [s for s in self.record.stages if s.state == "failed"]
-        self.record.state = "failed" if failed else "finished"
-        self.record.finished_at = time.time()
-        self.book.save(self.record)
-        self.mlflow.set_terminated(self.parent_id, status="FAILED" if failed else "FINISHED")
-        if failed:
-            first = failed[0]
-            raise StageFailed(f"stage {first.stage!r} failed: {first.error}")
-        return self.record
+        elif isinstance(exc, Exception):
+            raise failure from None
 
     def _log_params(self, run_id: str, params: dict[str, Any]) -> None:
         from mlflow.entities import Param
@@ -213,7 +244,7 @@ class _Driver:
     def _launch(self, name: str):
         import ray
 
-        ensure_ray(self.cluster.get("ray_address"), self.cluster.get("num_cpus"), self.workdir.root)
+        self._start_ray()  # started by `run` already: a no-op
         spec = self.dag.stages[name]
         stage_plan = self.plan.stages[name]
         run_id = self._child_run(name, cached=False, source_run_id=None)

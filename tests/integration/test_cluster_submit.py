@@ -377,3 +377,10 @@ def test_an_unreachable_ray_address_is_one_clear_line_within_a_minute(tmp_path, 
         .startswith(f"lmforge: error: cannot connect to Ray at {address}")
     )
     assert time.time() - started < 60
+    # MLflow was set up while Ray was being reached: the pipeline's run is closed, not left open
+    mlflow = client(f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
+    experiment = mlflow.get_experiment_by_name("lmforge")
+    runs = mlflow.search_runs([experiment.experiment_id])
+    assert [(r.info.run_name.split("-")[0], r.info.status) for r in runs] == [
+        ("pipeline", "KILLED")
+    ]
