@@ -25,8 +25,11 @@ AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 LOCAL_DEFAULTS = {
     "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
     "LMFORGE_TRAIN_RESOURCE_REQUESTS": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
 }
-"""Settings of a local runtime, unless the caller's environment sets them. Ray Train's preemption
+"""Settings of a local runtime, unless the caller's environment sets them. Ray's dashboard sends
+usage data to usage-stats.ray.io a minute after a runtime starts and hourly after, unless it is
+disabled: a local runtime reaches nothing beyond this machine. Ray Train's preemption
 watcher is one more actor process that asks the GCS every 5 s for nodes being drained: a local
 runtime has one node and ends with its run, so it only takes CPU from the training ranks as they
 start (about 2 s of CPU a run on two cores). Nor has it an autoscaler to ask for the ranks'

@@ -23,6 +23,10 @@ def test_the_workers_of_a_local_runtime_get_the_settings(tmp_path, monkeypatch):
         seen = ray.get(ray.remote(lambda: {k: os.environ.get(k) for k in LOCAL_DEFAULTS}).remote())
         assert seen == LOCAL_DEFAULTS
         assert seen[WATCHER] == "0"  # Ray Train starts no preemption watcher
+        # nor does the dashboard report usage to usage-stats.ray.io
+        from ray._common.usage.usage_lib import usage_stats_enabled
+
+        assert ray.get(ray.remote(usage_stats_enabled).remote()) is False
     finally:
         shutdown_ray()
     assert WATCHER not in os.environ
