@@ -244,7 +244,6 @@ class _Driver:
     def _launch(self, name: str):
         import ray
 
-        self._start_ray()  # started by `run` already: a no-op
         spec = self.dag.stages[name]
         stage_plan = self.plan.stages[name]
         run_id = self._child_run(name, cached=False, source_run_id=None)

@@ -78,8 +78,9 @@ def check_reachable(tracking_uri: str, timeout_s: float = 5.0) -> None:
 
 
 def ensure_experiment(mlflow_client, name: str, artifact_location: str | None) -> str:
-    """The experiment's id, created with the tag that opens the MLflow 3 UI on training runs."""
-    check_reachable(mlflow_client.tracking_uri)
+    """The experiment's id, created with the tag that opens the MLflow 3 UI on training runs.
+    A server that is down is the caller's to find first (`check_reachable`): MLflow's own
+    client retries for minutes."""
     try:
         experiment = mlflow_client.get_experiment_by_name(name)
         if experiment is None:
