@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_runner import SHORT_TINY, lmforge, status
+from cli_runner import SHORT_TINY, lmforge, small_corpus, status
 
 from lmforge.pipeline.tracking import client
 
@@ -174,12 +174,15 @@ ALL = (
 
 
 def test_submitted_pipeline_runs_stages_on_several_nodes_with_complete_lineage(cluster, tmp_path):
+    # 40 documents here and in the runs below: what is checked is where the work runs and what
+    # MLflow records, not the data (the demo-size run cleans the whole embedded corpus)
     workdir = tmp_path / "runs"
     proc = lmforge(
         "submit",
         "--address",
         cluster.address,
         *SHORT_TINY,
+        *small_corpus(tmp_path),
         f"workdir={workdir}",
         env=cluster.env,
         timeout=600,
@@ -256,6 +259,7 @@ def test_jobs_and_logs_show_a_submitted_pipeline(cluster, tmp_path):
         cluster.address,
         "--until",
         "clean",
+        *small_corpus(tmp_path),
         f"workdir={workdir}",
         f"+cluster.api_token={secret}",
         env=cluster.env,
@@ -300,7 +304,8 @@ def test_run_attached_to_the_cluster_runs_its_work_on_worker_nodes(cluster, tmp_
     address = "auto" if address_of == "auto" else f"ray://127.0.0.1:{cluster.client_port}"
     env = {**cluster.env, "RAY_ADDRESS": cluster.gcs}
     jobs_before = {j["job_id"] for j in _state_api(cluster, "jobs")}
-    args = ("run", "--until", "clean", "--ray-address", address, f"workdir={workdir}")
+    args = ("run", "--until", "clean", "--ray-address", address, *small_corpus(tmp_path))
+    args = (*args, f"workdir={workdir}")
     crashes = cluster.ray_client_crashes()
     proc = lmforge(*args, env=env, check=False)
     if proc.returncode != 0 and cluster.ray_client_crashes() > crashes:
