@@ -304,8 +304,8 @@ def test_run_attached_to_the_cluster_runs_its_work_on_worker_nodes(cluster, tmp_
     address = "auto" if address_of == "auto" else f"ray://127.0.0.1:{cluster.client_port}"
     env = {**cluster.env, "RAY_ADDRESS": cluster.gcs}
     jobs_before = {j["job_id"] for j in _state_api(cluster, "jobs")}
-    args = ("run", "--until", "clean", "--ray-address", address, *small_corpus(tmp_path))
-    args = (*args, f"workdir={workdir}")
+    corpus = small_corpus(tmp_path)
+    args = ("run", "--until", "clean", "--ray-address", address, *corpus, f"workdir={workdir}")
     crashes = cluster.ray_client_crashes()
     proc = lmforge(*args, env=env, check=False)
     if proc.returncode != 0 and cluster.ray_client_crashes() > crashes:
