@@ -11,20 +11,24 @@ seed changed) and the bar of the demo is checked on its artifacts:
 
 Four prompts decide the greedy bar, so a model that loops on one prompt in five passes or fails
 it by luck; each seed's model is also scored on about 200 sentence starts of its validation split
-(`greedy_loops.py`): the share of greedy completions that loop, with its 95% interval.
+(`greedy_loops.py`): the share of greedy completions that loop, with its 95% interval. Likewise
+a pair within a nat of a tie decides the minimal-pair bar by luck, so each seed's pairs are also
+counted by margin (`minimal_pair_margins.py`): right or wrong by more than a nat, or near a tie.
 
-Prints a table, each seed's most repetitive greedy completion and loop rate and, last, one JSON
-line: {"bench": "demo_quality", "seeds": [...], per-seed figures (with that completion and the
-"greedy_loops" figures), the worst value of each figure over the seeds, "met": {figure: bool},
-"all_met": bool, "seconds": [...]}. With the preset's sequence-level phase it takes about 4-9
-minutes per seed on 2 cores of the Intel machine, about 8 on a Zen 3 AMD EPYC and about 16 on the
-slower Zen 1 AMD one (docs/demo-preset.md).
+Prints a table, each seed's most repetitive greedy completion, loop rate and pair margins and,
+last, one JSON line: {"bench": "demo_quality", "seeds": [...], per-seed figures (with that
+completion, the "greedy_loops" and the "minimal_pair_margins" figures), the worst value of each
+figure over the seeds, "met": {figure: bool}, "all_met": bool, "seconds": [...]}. With the
+preset's sequence-level phase it takes about 4-9 minutes per seed on 2 cores of the Intel
+machine, about 6-8 on a Zen 3 AMD EPYC and about 16 on the slower Zen 1 AMD one
+(docs/demo-preset.md).
 
     .venv/bin/python bench/demo_quality.py [--seeds 1337 0 1] [--override K=V ...]
-        [--loop-prompts 200]
+        [--loop-prompts 200] [--keep DIR]
 
 `--override` passes preset changes to every run (e.g. `train.max_steps=1200`), to try a preset
-before it is written into `conf/preset/tiny.yaml`.
+before it is written into `conf/preset/tiny.yaml`; `--keep` keeps the seeds' workdirs, to look
+into a seed that misses (`lmforge status workdir=DIR/seed-S`, `minimal_pair_margins.py`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from greedy_loops import measure as greedy_loop_figures  # noqa: E402
 from greedy_loops import stage_artifacts  # noqa: E402
+from minimal_pair_margins import margin_counts, model_margins  # noqa: E402
 
 BAR = {
     # figure: (worst-case direction, threshold)
@@ -99,6 +104,7 @@ def run_seed(root: Path, seed: int, overrides: list[str], loop_prompts: int) -> 
         "seconds": round(seconds, 1),
         "most_repetitive_greedy": most_repetitive_greedy(artifacts["sample"] / "samples.jsonl"),
         "greedy_loops": greedy_loop_figures(artifacts, loop_prompts),
+        "minimal_pair_margins": margin_counts(model_margins(artifacts)),
     }
 
 
@@ -114,10 +120,17 @@ def main() -> None:
         default=200,
         help="validation sentence starts for each seed's greedy loop rate (greedy_loops.py)",
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="keep each seed's workdir as DIR/seed-S (default: a temporary directory, removed)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lmforge-bench-demo-") as tmp:
+        root = args.keep or Path(tmp)
         per_seed = {
-            seed: run_seed(Path(tmp), seed, args.override, args.loop_prompts) for seed in args.seeds
+            seed: run_seed(root, seed, args.override, args.loop_prompts) for seed in args.seeds
         }
     print(f"{'seed':>6}" + "".join(f"{name[:22]:>24}" for name in BAR) + f"{'seconds':>9}")
     for seed, figures in per_seed.items():
@@ -132,6 +145,12 @@ def main() -> None:
         print(
             f"seed {seed}, greedy loop rate over {loops['greedy_loop_prompts']} prompts: "
             f"{loops['greedy_loop_rate']:.3f} (95% {low:.3f}-{high:.3f})"
+        )
+        pairs = figures["minimal_pair_margins"]
+        print(
+            f"seed {seed}, minimal pairs: {pairs['right']} of {pairs['pairs']} right, "
+            f"{pairs['sure_right']} by more than {pairs['tie_nats']:g} nat, "
+            f"{pairs['sure_wrong']} wrong by more, within it: {pairs['near_ties']}"
         )
     worst, met = {}, {}
     for name, (direction, threshold) in BAR.items():
