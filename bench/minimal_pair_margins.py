@@ -25,25 +25,12 @@ from greedy_loops import stage_artifacts  # noqa: E402
 
 from lmforge.pipeline.probes.minimal_pairs import (  # noqa: E402
     MINIMAL_PAIRS,
-    LogProbFn,
     MinimalPair,
+    pair_margins,
 )
 
 TIE_NATS = 1.0
 """Margins within this many nats of zero count as near-ties."""
-
-
-def pair_margins(
-    logprob_fn: LogProbFn, pairs: Sequence[MinimalPair] = MINIMAL_PAIRS
-) -> list[float]:
-    """log P(good) - log P(bad) of each pair, in order; one call of `logprob_fn` on all texts."""
-    texts = [p.good for p in pairs] + [p.bad for p in pairs]
-    scores = list(logprob_fn(texts))
-    if len(scores) != len(texts):
-        raise ValueError(f"logprob_fn returned {len(scores)} scores for {len(texts)} texts")
-    return [
-        good - bad for good, bad in zip(scores[: len(pairs)], scores[len(pairs) :], strict=True)
-    ]
 
 
 def margin_counts(

@@ -98,6 +98,19 @@ MINIMAL_PAIRS: tuple[MinimalPair, ...] = tuple(
 )
 
 
+def pair_margins(
+    logprob_fn: LogProbFn, pairs: Sequence[MinimalPair] = MINIMAL_PAIRS
+) -> list[float]:
+    """log P(good) - log P(bad) of each pair, in order; one call of `logprob_fn` on all texts."""
+    texts = [p.good for p in pairs] + [p.bad for p in pairs]
+    scores = list(logprob_fn(texts))
+    if len(scores) != len(texts):
+        raise ValueError(f"logprob_fn returned {len(scores)} scores for {len(texts)} texts")
+    return [
+        good - bad for good, bad in zip(scores[: len(pairs)], scores[len(pairs) :], strict=True)
+    ]
+
+
 def minimal_pair_accuracy(
     logprob_fn: LogProbFn, pairs: Sequence[MinimalPair] = MINIMAL_PAIRS
 ) -> dict[str, object]:
@@ -105,12 +118,8 @@ def minimal_pair_accuracy(
     phenomenon, with the pairs the model got wrong. Calls `logprob_fn` once, on all sentences."""
     if not pairs:
         raise ValueError("minimal_pair_accuracy needs at least one pair")
-    texts = [p.good for p in pairs] + [p.bad for p in pairs]
-    scores = list(logprob_fn(texts))
-    if len(scores) != len(texts):
-        raise ValueError(f"logprob_fn returned {len(scores)} scores for {len(texts)} texts")
-    good, bad = scores[: len(pairs)], scores[len(pairs) :]
-    correct = [g > b for g, b in zip(good, bad, strict=True)]
+    margins = pair_margins(logprob_fn, pairs)
+    correct = [m > 0 for m in margins]
     by_phenomenon: dict[str, list[bool]] = {}
     for pair, ok in zip(pairs, correct, strict=True):
         by_phenomenon.setdefault(pair.phenomenon, []).append(ok)
@@ -120,8 +129,8 @@ def minimal_pair_accuracy(
         "n_correct": sum(correct),
         "accuracy_by_phenomenon": {k: sum(v) / len(v) for k, v in by_phenomenon.items()},
         "failed": [
-            {"good": p.good, "bad": p.bad, "logprob_gap": g - b}
-            for p, ok, g, b in zip(pairs, correct, good, bad, strict=True)
+            {"good": p.good, "bad": p.bad, "logprob_gap": m}
+            for p, ok, m in zip(pairs, correct, margins, strict=True)
             if not ok
         ],
     }

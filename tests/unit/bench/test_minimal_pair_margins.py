@@ -4,17 +4,11 @@ margins agreeing with the perplexity stage's accuracy and failed pairs."""
 from __future__ import annotations
 
 import pytest
-import torch
 from bench_modules import load_bench
+from logged_model import write_tiny_model
 
-from lmforge.model.config import ModelConfig
-from lmforge.model.gpt import GPT
-from lmforge.model.weights import save_model_dir
 from lmforge.pipeline.probes.minimal_pairs import MINIMAL_PAIRS, MinimalPair, minimal_pair_accuracy
 from lmforge.pipeline.stages.trained_model import TrainedModel
-from lmforge.tokenizer.config import TokenizerConfig
-from lmforge.tokenizer.io import save_tokenizer
-from lmforge.tokenizer.train import train_bpe
 
 bench = load_bench("minimal_pair_margins")
 
@@ -51,15 +45,8 @@ def test_counts_split_pairs_by_margin_and_a_tie_is_not_right():
 def test_a_model_s_margins_agree_with_the_perplexity_stage_s_accuracy(tmp_path):
     """The bench scores the frozen pairs as the stage does (`minimal_pair_accuracy` over the
     trained model's log-probabilities): the same count right, the same gaps where it fails."""
-    texts = [p.good for p in MINIMAL_PAIRS] + [p.bad for p in MINIMAL_PAIRS]
-    tok = train_bpe(texts, TokenizerConfig(vocab_size=300))
-    save_tokenizer(tok, tmp_path / "tok", model_max_length=32)
-    torch.manual_seed(0)
-    cfg = ModelConfig(
-        vocab_size=tok.get_vocab_size(), block_size=32, d_model=32, n_head=2, n_layer=1, d_ff=64
-    )
-    save_model_dir(GPT(cfg), tmp_path / "pretrain" / "model")
-    artifacts = {"pretrain": tmp_path / "pretrain", "train_tokenizer": tmp_path / "tok"}
+    pretrain, tokenizer = write_tiny_model(tmp_path)
+    artifacts = {"pretrain": pretrain, "train_tokenizer": tokenizer}
 
     margins = bench.model_margins(artifacts)
     stage = minimal_pair_accuracy(
