@@ -52,13 +52,10 @@ def margin_counts(
 
 def model_margins(artifacts: dict[str, Path]) -> list[float]:
     """The pair margins of the model of a run's artifacts (by stage name)."""
-    import torch
-
     from lmforge.pipeline.stages.trained_model import TrainedModel
 
     model = TrainedModel(artifacts["pretrain"], artifacts["train_tokenizer"])
-    with torch.no_grad():
-        return pair_margins(model.logprobs)
+    return pair_margins(model.logprobs)  # TrainedModel.logprobs runs without autograd
 
 
 def main() -> None:

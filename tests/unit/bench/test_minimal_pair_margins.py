@@ -7,7 +7,12 @@ import pytest
 from bench_modules import load_bench
 from logged_model import write_tiny_model
 
-from lmforge.pipeline.probes.minimal_pairs import MINIMAL_PAIRS, MinimalPair, minimal_pair_accuracy
+from lmforge.pipeline.probes.minimal_pairs import (
+    MINIMAL_PAIRS,
+    MinimalPair,
+    minimal_pair_accuracy,
+    pair_margins,
+)
 from lmforge.pipeline.stages.trained_model import TrainedModel
 
 bench = load_bench("minimal_pair_margins")
@@ -24,10 +29,10 @@ def test_margins_are_good_minus_bad_in_pair_order_from_one_call():
         calls.append(list(texts))
         return [scores[t] for t in texts]
 
-    assert bench.pair_margins(logprobs, PAIRS) == [2.0, -0.5, 0.0, 8.0, -1.0]
+    assert pair_margins(logprobs, PAIRS) == [2.0, -0.5, 0.0, 8.0, -1.0]
     assert len(calls) == 1 and len(calls[0]) == 10
     with pytest.raises(ValueError, match="returned 3 scores for 10 texts"):
-        bench.pair_margins(lambda texts: [0.0] * 3, PAIRS)
+        pair_margins(lambda texts: [0.0] * 3, PAIRS)
 
 
 def test_counts_split_pairs_by_margin_and_a_tie_is_not_right():
