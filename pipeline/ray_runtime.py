@@ -34,18 +34,28 @@ watcher is one more actor process that asks the GCS every 5 s for nodes being dr
 runtime has one node and ends with its run, so it only takes CPU from the training ranks as they
 start (about 2 s of CPU a run on two cores). Nor has it an autoscaler to ask for the ranks'
 resources (`training.trainer.RESOURCE_REQUESTS_ENV`)."""
+WITHOUT_DASHBOARD_DEFAULTS = {"LMFORGE_TRAIN_PG_CLEANER": "0"}
+"""Added to `LOCAL_DEFAULTS` when a local runtime starts without its dashboard (the default,
+`cluster.local_dashboard`): Ray Train's placement-group cleaner, one more actor process, asks the
+dashboard's state API every second whether the controller lives, to free the run's CPUs if it
+died; a local runtime ends with its run, which frees them anyway (`training.trainer
+.PG_CLEANER_ENV`). The dashboard's processes and that polling took about 7% of a 2-core
+machine's time while the ranks trained."""
 _saved_env: dict[str, str | None] = {}
 """The caller's values of the variables a local runtime sets (its auth and `LOCAL_DEFAULTS`),
 restored at shutdown."""
 
 
 def ensure_ray(
-    address: str | None, num_cpus: int | None = None, workdir: Path | None = None
+    address: str | None,
+    num_cpus: int | None = None,
+    workdir: Path | None = None,
+    dashboard: bool = False,
 ) -> None:
     """Initialise Ray once per process; an unreachable address is one clear error.
 
     Without an address, a fresh local runtime starts with the token of `workdir` (a private
-    temporary directory when none is given).
+    temporary directory when none is given), and with Ray's dashboard only if `dashboard`.
     """
     import ray
 
@@ -59,19 +69,19 @@ def ensure_ray(
         kwargs["address"] = address
     else:
         _use_local_token(local_token(workdir or Path(tempfile.mkdtemp(prefix="lmforge-ray-"))))
-        _use_local_defaults()
+        _use_local_defaults(
+            LOCAL_DEFAULTS if dashboard else LOCAL_DEFAULTS | WITHOUT_DASHBOARD_DEFAULTS
+        )
         # A fresh local runtime ("local": never attach to another cluster running on this
         # machine), on loopback whatever interfaces the machine has.
         kwargs.update(
             address="local",
             num_cpus=num_cpus or os.cpu_count(),
-            # Ray Train's placement-group cleaner asks the state API, served by the dashboard;
-            # bound to loopback, on a free port.
-            include_dashboard=True,
-            dashboard_host="127.0.0.1",
-            dashboard_port=_free_port(),
+            include_dashboard=dashboard,
             _node_ip_address="127.0.0.1",
         )
+        if dashboard:  # on loopback, on a free port, behind the token
+            kwargs.update(dashboard_host="127.0.0.1", dashboard_port=_free_port())
     try:
         _init_with_retry(ray, kwargs)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
@@ -159,10 +169,10 @@ def _reload_ray_auth() -> None:
     AuthenticationTokenLoader.instance().reset_cache()
 
 
-def _use_local_defaults() -> None:
-    """`LOCAL_DEFAULTS` for this process and the Ray processes it starts (they inherit it)."""
-    _remember_env(LOCAL_DEFAULTS)
-    for name, value in LOCAL_DEFAULTS.items():
+def _use_local_defaults(defaults: dict[str, str]) -> None:
+    """`defaults` for this process and the Ray processes it starts (they inherit them)."""
+    _remember_env(defaults)
+    for name, value in defaults.items():
         os.environ.setdefault(name, value)
 
 

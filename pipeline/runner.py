@@ -160,7 +160,12 @@ class _Driver:
         self.book.save(self.record)
 
     def _start_ray(self) -> None:
-        ensure_ray(self.cluster.get("ray_address"), self.cluster.get("num_cpus"), self.workdir.root)
+        ensure_ray(
+            self.cluster.get("ray_address"),
+            self.cluster.get("num_cpus"),
+            self.workdir.root,
+            dashboard=bool(self.cluster.get("local_dashboard")),
+        )
 
     def _after_failed_start(self, tracking: Future, exc: BaseException) -> None:
         """Ray failed to start, MLflow's setup failed, or Ctrl-C came: once the MLflow side is

@@ -13,6 +13,9 @@ runtime has no autoscaler, and the coordinator is one more process importing Ray
 critical path of every run (the controller's start to the ranks' took 7.6 s with it and
 5.1-5.3 s without on a slower 2-core machine). Where `RESOURCE_REQUESTS_ENV` is "0" (what a local
 runtime sets, `ray_runtime.LOCAL_DEFAULTS`), the fixed-size policy runs without those requests.
+Where `PG_CLEANER_ENV` is "0" (a local runtime without its dashboard), it also leaves out the
+placement-group cleaner: an actor that polls the dashboard's state API every second to free the
+run's resources if the controller dies, which a local runtime's end does anyway.
 Everything else is Ray Train's.
 """
 
@@ -26,6 +29,10 @@ DATASETS_CALLBACK = "DatasetsCallback"
 """Ray Train's callback that starts the `DatasetManager` actor and hands out dataset shards."""
 RESOURCE_REQUESTS_ENV = "LMFORGE_TRAIN_RESOURCE_REQUESTS"
 """"0": Ray Train asks no autoscaling coordinator for its workers (a cluster without autoscaler)."""
+PG_CLEANER_CALLBACK = "PlacementGroupCleanerCallback"
+"""Ray Train's callback that starts the placement-group cleaner actor."""
+PG_CLEANER_ENV = "LMFORGE_TRAIN_PG_CLEANER"
+""""0": no placement-group cleaner (a runtime without the dashboard whose state API it polls)."""
 
 
 class PipelineTrainer(TorchTrainer):
@@ -37,7 +44,10 @@ class PipelineTrainer(TorchTrainer):
     """
 
     def _create_default_callbacks(self):
-        return without_dataset_callbacks(super()._create_default_callbacks(), self.datasets)
+        callbacks = without_dataset_callbacks(super()._create_default_callbacks(), self.datasets)
+        if os.environ.get(PG_CLEANER_ENV) == "0":
+            callbacks = without_placement_group_cleaner(callbacks)
+        return callbacks
 
     def _initialize_and_run_controller(self, **controller_init_kwargs):
         policy = controller_init_kwargs.get("scaling_policy")
@@ -51,6 +61,11 @@ def without_dataset_callbacks(callbacks: list, datasets: dict | None) -> list:
     if datasets:
         return callbacks
     return [cb for cb in callbacks if type(cb).__name__ != DATASETS_CALLBACK]
+
+
+def without_placement_group_cleaner(callbacks: list) -> list:
+    """`callbacks` less Ray Train's placement-group cleaner."""
+    return [cb for cb in callbacks if type(cb).__name__ != PG_CLEANER_CALLBACK]
 
 
 try:  # Ray Train v2's fixed-size policy; under another version runs keep Ray Train's policy

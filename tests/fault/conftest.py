@@ -10,8 +10,8 @@ import ray
 from fault.training_runs import BASE, Runs, write_token_shards
 from filelock import FileLock
 
-from lmforge.pipeline.ray_runtime import LOCAL_DEFAULTS
-from lmforge.pipeline.training.trainer import RESOURCE_REQUESTS_ENV
+from lmforge.pipeline.ray_runtime import LOCAL_DEFAULTS, WITHOUT_DASHBOARD_DEFAULTS
+from lmforge.pipeline.training.trainer import PG_CLEANER_ENV, RESOURCE_REQUESTS_ENV
 
 
 @pytest.fixture(scope="session")
@@ -21,9 +21,11 @@ def token_shards(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def ray_session():
-    """A local runtime as the pipeline's: Ray Train asks no autoscaling coordinator."""
+    """A local runtime as the pipeline's: Ray Train asks no autoscaling coordinator and starts
+    no placement-group cleaner (there is no dashboard for it to poll)."""
     with pytest.MonkeyPatch.context() as env:
         env.setenv(RESOURCE_REQUESTS_ENV, LOCAL_DEFAULTS[RESOURCE_REQUESTS_ENV])
+        env.setenv(PG_CLEANER_ENV, WITHOUT_DASHBOARD_DEFAULTS[PG_CLEANER_ENV])
         ray.init(address="local", num_cpus=2, include_dashboard=False)
         yield
         ray.shutdown()

@@ -1,6 +1,8 @@
 """The settings a local runtime gives its Ray processes (`ray_runtime.LOCAL_DEFAULTS`): they
 reach the workers that run stages and Ray Train, and the caller's environment comes back at
-shutdown (a value the caller set wins: tests/unit/engine/test_local_runtime_env.py)."""
+shutdown (a value the caller set wins: tests/unit/engine/test_local_runtime_env.py). Without
+`cluster.local_dashboard` the runtime starts no dashboard, and Ray Train no placement-group
+cleaner to poll it."""
 
 from __future__ import annotations
 
@@ -8,7 +10,13 @@ import os
 
 import pytest
 
-from lmforge.pipeline.ray_runtime import LOCAL_DEFAULTS, ensure_ray, shutdown_ray
+from lmforge.pipeline.ray_runtime import (
+    LOCAL_DEFAULTS,
+    WITHOUT_DASHBOARD_DEFAULTS,
+    ensure_ray,
+    shutdown_ray,
+)
+from lmforge.pipeline.training.trainer import PG_CLEANER_ENV
 
 WATCHER = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
 
@@ -18,10 +26,14 @@ def test_the_workers_of_a_local_runtime_get_the_settings(tmp_path, monkeypatch):
     import ray
 
     monkeypatch.delenv(WATCHER, raising=False)
+    monkeypatch.delenv(PG_CLEANER_ENV, raising=False)
     ensure_ray(None, num_cpus=1, workdir=tmp_path)
     try:
-        seen = ray.get(ray.remote(lambda: {k: os.environ.get(k) for k in LOCAL_DEFAULTS}).remote())
-        assert seen == LOCAL_DEFAULTS
+        expected = LOCAL_DEFAULTS | WITHOUT_DASHBOARD_DEFAULTS
+        seen = ray.get(ray.remote(lambda: {k: os.environ.get(k) for k in expected}).remote())
+        assert seen == expected
+        assert seen[PG_CLEANER_ENV] == "0"  # Ray Train starts no placement-group cleaner
+        assert not ray._private.worker.global_worker.node.address_info.get("webui_url")
         assert seen[WATCHER] == "0"  # Ray Train starts no preemption watcher
         # nor does the dashboard report usage to usage-stats.ray.io
         from ray._common.usage.usage_lib import usage_stats_enabled
@@ -30,3 +42,4 @@ def test_the_workers_of_a_local_runtime_get_the_settings(tmp_path, monkeypatch):
     finally:
         shutdown_ray()
     assert WATCHER not in os.environ
+    assert PG_CLEANER_ENV not in os.environ

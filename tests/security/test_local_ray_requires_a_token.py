@@ -1,6 +1,6 @@
 """The local Ray runtime that `lmforge run` starts accepts only requests carrying the token in
 `<workdir>/.ray_token`, a file readable by its owner alone; any other local user's request to its
-dashboard or Jobs API is refused.
+dashboard or Jobs API (when it runs one: `cluster.local_dashboard=true`) is refused.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def test_the_local_runtime_refuses_requests_without_the_workdir_token(tmp_path, 
     # Whatever the caller has set for a cluster must not weaken the local runtime.
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     monkeypatch.setenv("RAY_AUTH_TOKEN", "f" * 64)
-    ensure_ray(None, num_cpus=1, workdir=tmp_path)
+    ensure_ray(None, num_cpus=1, workdir=tmp_path, dashboard=True)
     try:
         url = "http://" + ray._private.worker.global_worker.node.address_info["webui_url"]
         token = (tmp_path / TOKEN_FILE).read_text().strip()

@@ -14,12 +14,12 @@ def test_a_value_the_caller_set_wins_and_every_value_comes_back(monkeypatch):
     # A saved environment of its own: a local runtime another test keeps up holds the real one.
     monkeypatch.setattr(ray_runtime, "_saved_env", {})
     monkeypatch.setenv(WATCHER, "1")
-    ray_runtime._use_local_defaults()
+    ray_runtime._use_local_defaults(ray_runtime.LOCAL_DEFAULTS)
     assert os.environ[WATCHER] == "1"
     ray_runtime._restore_env()
     assert os.environ[WATCHER] == "1"
     monkeypatch.delenv(WATCHER)
-    ray_runtime._use_local_defaults()
+    ray_runtime._use_local_defaults(ray_runtime.LOCAL_DEFAULTS)
     assert os.environ[WATCHER] == "0"
     ray_runtime._restore_env()
     assert WATCHER not in os.environ

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from lmforge.pipeline.training.trainer import without_dataset_callbacks
+from lmforge.pipeline.training.trainer import (
+    without_dataset_callbacks,
+    without_placement_group_cleaner,
+)
 
 
 class DatasetsCallback:
@@ -11,6 +14,10 @@ class DatasetsCallback:
 
 class BackendSetupCallback:
     pass
+
+
+class PlacementGroupCleanerCallback:
+    """Stands for Ray Train's callback of that name (matched by class name)."""
 
 
 def test_without_datasets_the_dataset_callback_is_left_out():
@@ -80,3 +87,31 @@ def test_a_local_runtime_turns_the_requests_off():
     from lmforge.pipeline.training.trainer import RESOURCE_REQUESTS_ENV
 
     assert LOCAL_DEFAULTS[RESOURCE_REQUESTS_ENV] == "0"
+
+
+def test_the_placement_group_cleaner_is_left_out_and_every_other_callback_stays():
+    backend, data, cleaner = (
+        BackendSetupCallback(),
+        DatasetsCallback(),
+        PlacementGroupCleanerCallback(),
+    )
+    assert without_placement_group_cleaner([backend, cleaner, data]) == [backend, data]
+    assert without_placement_group_cleaner([backend, data]) == [backend, data]
+
+
+def test_ray_train_still_has_the_cleaner_callback_by_that_name():
+    from ray.train.v2._internal.callbacks.placement_group_callback import (
+        PlacementGroupCleanerCallback as RayCleanerCallback,
+    )
+
+    from lmforge.pipeline.training.trainer import PG_CLEANER_CALLBACK
+
+    assert RayCleanerCallback.__name__ == PG_CLEANER_CALLBACK
+
+
+def test_a_local_runtime_without_its_dashboard_turns_the_cleaner_off():
+    from lmforge.pipeline.ray_runtime import LOCAL_DEFAULTS, WITHOUT_DASHBOARD_DEFAULTS
+    from lmforge.pipeline.training.trainer import PG_CLEANER_ENV
+
+    assert WITHOUT_DASHBOARD_DEFAULTS[PG_CLEANER_ENV] == "0"
+    assert PG_CLEANER_ENV not in LOCAL_DEFAULTS  # with the dashboard the cleaner stays
