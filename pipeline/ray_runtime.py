@@ -1,8 +1,9 @@
 """Starting or attaching to Ray: a local runtime by default, a cluster with an address.
 
-A local runtime runs with token authentication: its dashboard, Jobs API and GCS accept only
-requests carrying the token in `<workdir>/.ray_token` (mode 0600, created once and reused), so
-no other local user can submit jobs to it. Attaching to a cluster uses the cluster's own token
+A local runtime runs with token authentication: its GCS (and its dashboard and Jobs API, which
+it starts only with `cluster.local_dashboard`) accept only requests carrying the token in
+`<workdir>/.ray_token` (mode 0600, created once and reused), so no other local user can submit
+tasks or jobs to it. Attaching to a cluster uses the cluster's own token
 (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token), as Ray reads it.
 """
 
