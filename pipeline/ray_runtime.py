@@ -40,8 +40,8 @@ WITHOUT_DASHBOARD_DEFAULTS = {"LMFORGE_TRAIN_PG_CLEANER": "0"}
 `cluster.local_dashboard`): Ray Train's placement-group cleaner, one more actor process, asks the
 dashboard's state API every second whether the controller lives, to free the run's CPUs if it
 died; a local runtime ends with its run, which frees them anyway (`training.trainer
-.PG_CLEANER_ENV`). The dashboard's processes and that polling took about 7% of a 2-core
-machine's time while the ranks trained."""
+.PG_CLEANER_ENV`). With the dashboard's processes and that polling the demo's pretrain took
+about 5% longer on a 2-core machine."""
 _saved_env: dict[str, str | None] = {}
 """The caller's values of the variables a local runtime sets (its auth and `LOCAL_DEFAULTS`),
 restored at shutdown."""
