@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from lmforge.pipeline.errors import LmforgeError
+from lmforge.pipeline.errors import ConfigError, LmforgeError
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,16 @@ about 5% longer on a 2-core machine."""
 _saved_env: dict[str, str | None] = {}
 """The caller's values of the variables a local runtime sets (its auth and `LOCAL_DEFAULTS`),
 restored at shutdown."""
+
+
+def local_dashboard(cluster: dict) -> bool:
+    """`cluster.local_dashboard`: false (the default) or true; anything else is a config error."""
+    value = cluster.get("local_dashboard", False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ConfigError(f"cluster.local_dashboard must be true or false, got {value!r}")
+    return value
 
 
 def ensure_ray(

@@ -14,7 +14,7 @@ from lmforge.pipeline.dag import Dag
 from lmforge.pipeline.errors import LmforgeError, StageFailed
 from lmforge.pipeline.execute import StageTask, execute_stage, load_stages
 from lmforge.pipeline.plan import Plan, make_plan
-from lmforge.pipeline.ray_runtime import ensure_ray
+from lmforge.pipeline.ray_runtime import ensure_ray, local_dashboard
 from lmforge.pipeline.records import PipelineRecord, RecordBook, StageRecord
 from lmforge.pipeline.redaction import redact_text
 from lmforge.pipeline.store import open_store
@@ -98,6 +98,7 @@ class _Driver:
         self.book = RecordBook(workdir.records)
         cluster = request.config.get("cluster", {})
         self.cluster = cluster
+        self.local_dashboard = local_dashboard(cluster)  # a bad value fails before anything starts
         self.tracking_uri = resolve_tracking_uri(workdir.root, cluster.get("tracking_uri"))
         self.record = PipelineRecord(
             run_id=time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6],
@@ -164,7 +165,7 @@ class _Driver:
             self.cluster.get("ray_address"),
             self.cluster.get("num_cpus"),
             self.workdir.root,
-            dashboard=bool(self.cluster.get("local_dashboard")),
+            dashboard=self.local_dashboard,
         )
 
     def _after_failed_start(self, tracking: Future, exc: BaseException) -> None:

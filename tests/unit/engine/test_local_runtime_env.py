@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from lmforge.pipeline import ray_runtime
+from lmforge.pipeline.errors import ConfigError
 
 WATCHER = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
 
@@ -23,3 +26,11 @@ def test_a_value_the_caller_set_wins_and_every_value_comes_back(monkeypatch):
     assert os.environ[WATCHER] == "0"
     ray_runtime._restore_env()
     assert WATCHER not in os.environ
+
+
+def test_the_dashboard_setting_is_a_boolean_and_off_by_default():
+    assert ray_runtime.local_dashboard({}) is False
+    assert ray_runtime.local_dashboard({"local_dashboard": None}) is False
+    assert ray_runtime.local_dashboard({"local_dashboard": True}) is True
+    with pytest.raises(ConfigError, match="cluster.local_dashboard must be true or false"):
+        ray_runtime.local_dashboard({"local_dashboard": "maybe"})
