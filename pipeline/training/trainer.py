@@ -60,12 +60,18 @@ def without_dataset_callbacks(callbacks: list, datasets: dict | None) -> list:
     """`callbacks` less Ray Data's dataset callback when there are no `datasets` to shard."""
     if datasets:
         return callbacks
-    return [cb for cb in callbacks if type(cb).__name__ != DATASETS_CALLBACK]
+    return _without(callbacks, DATASETS_CALLBACK)
 
 
 def without_placement_group_cleaner(callbacks: list) -> list:
     """`callbacks` less Ray Train's placement-group cleaner."""
-    return [cb for cb in callbacks if type(cb).__name__ != PG_CLEANER_CALLBACK]
+    return _without(callbacks, PG_CLEANER_CALLBACK)
+
+
+def _without(callbacks: list, class_name: str) -> list:
+    """`callbacks` less those of Ray Train's class `class_name` (matched by name: the classes
+    live in Ray Train's internal modules)."""
+    return [cb for cb in callbacks if type(cb).__name__ != class_name]
 
 
 try:  # Ray Train v2's fixed-size policy; under another version runs keep Ray Train's policy
