@@ -43,8 +43,8 @@ died; a local runtime ends with its run, which frees them anyway (`training.trai
 .PG_CLEANER_ENV`). With the dashboard's processes and that polling the demo's pretrain took
 about 5% longer on a 2-core machine."""
 _saved_env: dict[str, str | None] = {}
-"""The caller's values of the variables a local runtime sets (its auth and `LOCAL_DEFAULTS`),
-restored at shutdown."""
+"""The caller's values of the variables a local runtime sets (its auth, `LOCAL_DEFAULTS` and,
+without the dashboard, `WITHOUT_DASHBOARD_DEFAULTS`), restored at shutdown."""
 
 
 def local_dashboard(cluster: dict) -> bool:
