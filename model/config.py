@@ -11,7 +11,7 @@ from typing import Any
 
 NORM_PLACEMENTS = ("pre", "post")
 POSITION_ENCODINGS = ("learned", "sinusoidal")
-ACTIVATIONS = ("gelu", "relu")
+ACTIVATIONS = ("gelu", "gelu_exact", "relu")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -37,7 +37,8 @@ class ModelConfig:
     pos_base: float = 10000.0
     """Base of the sinusoidal table: PE(pos, 2i) = sin(pos / base^(2i/d)) (T5)."""
     activation: str = "gelu"
-    """FFN activation: 'gelu' (tanh approximation, as GPT-2) or 'relu' (A15)."""
+    """FFN activation: 'gelu' (tanh approximation, as GPT-2), 'gelu_exact' (the erf form, as
+    nanoGPT and BERT) or 'relu' (A15)."""
     dropout: float = 0.0
     """Dropout on embeddings, attention weights and residual branches (project choice, B14)."""
     bias: bool = True

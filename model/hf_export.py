@@ -4,8 +4,9 @@
 Our pre-norm blocks are GPT-2's blocks: fused `c_attn` Q|K|V, `c_proj`, `c_fc`, LayerNorms
 `ln_1`/`ln_2`/`ln_f`. Differences are bridged in the weights: GPT-2's Conv1D stores weights as
 [in, out] (ours, nn.Linear, are [out, in]); a sinusoidal table becomes a fixed `wpe`; bias=False
-becomes zero biases; relu maps to 'relu' and tanh-GELU to 'gelu_new'. Post-norm has no GPT-2
-equivalent, so it is exported in lmforge's own format (`save_model_dir`) with a note.
+becomes zero biases; relu maps to 'relu', tanh-GELU to 'gelu_new' and erf-GELU to 'gelu'.
+Post-norm has no GPT-2 equivalent, so it is exported in lmforge's own format (`save_model_dir`)
+with a note.
 
 `stream_export_hf` writes the same directory from tensors asked for one at a time by name (the
 pretrain stage streams them out of the sharded training checkpoint), `export_hf` from a model.
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from transformers import GenerationConfig, GPT2Config
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-HF_ACTIVATIONS = {"gelu": "gelu_new", "relu": "relu"}
+HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu"}
 NOTE_FILE = "EXPORT_NOTE.txt"
 
 

@@ -76,6 +76,7 @@ def _tokenizer_dir(path) -> str:
         {},
         {"positions": "sinusoidal", "activation": "relu"},
         {"activation": "relu", "bias": False, "tie_weights": False},
+        {"activation": "gelu_exact"},
     ],
     ids=str,
 )
