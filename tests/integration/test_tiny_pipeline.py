@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from cli_runner import lmforge, status, summary
 
+from lmforge.pipeline.config import compose
 from lmforge.pipeline.tracking import client
 from lmforge.pipeline.training.precision import cpu_autocasts, cpu_bf16_unit
 
@@ -134,16 +135,20 @@ def test_mlflow_holds_one_parent_with_one_nested_run_per_stage(first_run):
         assert f"time_{part}_s" in by_stage["pretrain"].data.metrics
     assert "data_wait_s" in by_stage["pretrain"].data.metrics
     assert by_stage["clean"].inputs.dataset_inputs, "clean logs its dataset with log_input"
-    # the preset's sequence-level unlikelihood phase: its last 300 of 1500 steps, logged every 10
+    # the preset's sequence-level unlikelihood phase: its last steps (300 of 1250), logged
+    # every 10
+    train = compose(TINY)["train"]
+    last, every = train["max_steps"], train["log_every"]
+    logged = list(range(last - train["sequence_unlikelihood_steps"] + every, last + 1, every))
     history = mlflow.get_metric_history(
         states["pretrain"]["mlflow_run_id"], "sequence_unlikelihood"
     )
-    assert sorted(m.step for m in history) == list(range(1210, 1501, 10))
+    assert sorted(m.step for m in history) == logged
     assert all(m.value > 0 for m in history)
     # beside it, the share of the step's greedy continuations that repeat a 4-gram: a term
     # above zero needs at least one
     shares = mlflow.get_metric_history(states["pretrain"]["mlflow_run_id"], "looping_share")
-    assert sorted(m.step for m in shares) == list(range(1210, 1501, 10))
+    assert sorted(m.step for m in shares) == logged
     assert all(0 < m.value <= 1 for m in shares)
 
 
