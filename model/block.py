@@ -3,6 +3,9 @@ LayerNorm, in pre-norm (A17) or post-norm (A18) placement."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -10,29 +13,28 @@ from lmforge.model.attention import CausalSelfAttention
 from lmforge.model.config import ModelConfig
 from lmforge.model.kv_cache import LayerKV
 
+ACTIVATION_FNS: dict[str, Callable[[Tensor], Tensor]] = {
+    "gelu": functools.partial(F.gelu, approximate="tanh"),
+    # On CPU the erf GELU and its backward take about a third of the tanh form's time: torch's
+    # vectorised tanh is the slow part (docs/demo-preset.md).
+    "gelu_exact": F.gelu,
+    "relu": F.relu,
+}
+"""The FFN's nonlinearity by `ModelConfig.activation`."""
+
 
 class MLP(nn.Module):
     """FFN(x) = act(x W1 + b1) W2 + b2, expanding d -> d_ff and contracting back (A15)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.activation = cfg.activation
+        self.act = ACTIVATION_FNS[cfg.activation]
         self.c_fc = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)  # W1
         self.c_proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)  # W2
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.dropout(self.c_proj(_activate(self.c_fc(x), self.activation)))
-
-
-def _activate(h: Tensor, activation: str) -> Tensor:
-    """The FFN's nonlinearity. On CPU the erf GELU and its backward take about a third of the
-    tanh form's time: torch's vectorised tanh is the slow part (docs/demo-preset.md)."""
-    if activation == "gelu":
-        return F.gelu(h, approximate="tanh")
-    if activation == "gelu_exact":
-        return F.gelu(h)
-    return F.relu(h)
+        return self.dropout(self.c_proj(self.act(self.c_fc(x))))
 
 
 class Block(nn.Module):

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from lmforge.model.block import MLP
-from lmforge.model.config import ModelConfig
+from lmforge.model.block import ACTIVATION_FNS, MLP
+from lmforge.model.config import ACTIVATIONS, ModelConfig
 
 
 def _mlp(activation: str) -> MLP:
@@ -45,3 +45,7 @@ def test_the_two_gelus_differ_where_the_approximation_does():
     assert 1e-4 < gap < 1e-3  # the tanh form's known error: close, but another function
     x = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(2)) * 3
     assert not torch.equal(_mlp("gelu")(x), _mlp("gelu_exact")(x))
+
+
+def test_every_configurable_activation_has_its_function():
+    assert set(ACTIVATION_FNS) == set(ACTIVATIONS)
