@@ -266,8 +266,9 @@ class _Driver:
             mlflow_run_id=run_id,
             store=self.settings,
         )
+        cpus = spec.cpus_of(stage_plan.typed_config) if spec.cpus_of else spec.num_cpus
         remote = ray.remote(execute_stage).options(
-            num_cpus=spec.num_cpus, num_gpus=spec.num_gpus, max_retries=0, name=f"stage:{name}"
+            num_cpus=cpus, num_gpus=spec.num_gpus, max_retries=0, name=f"stage:{name}"
         )
         self._set(name, state="running", mlflow_run_id=run_id)
         self._started = getattr(self, "_started", {})

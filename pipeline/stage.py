@@ -40,6 +40,9 @@ class StageSpec:
     version: str
     num_cpus: float = 1.0
     num_gpus: float = 0.0
+    cpus_of: Callable[[Any], float] | None = None
+    """The CPUs the stage's task reserves, from its typed config, where they depend on it (in
+    place of `num_cpus`)."""
     sizing: tuple[str, ...] = ()
     """Config paths that set how much of the artifact is written, not what it holds: parsed with
     `config_sections` but left out of the cache key (e.g. how many epochs an order covers)."""
@@ -118,6 +121,7 @@ def stage(
     version: str = "1",
     num_cpus: float = 1.0,
     num_gpus: float = 0.0,
+    cpus_of: Callable[[Any], float] | None = None,
     sizing: tuple[str, ...] = (),
     covers: Callable[[dict[str, Any], Any], bool] | None = None,
 ) -> Callable[[Callable[[StageContext], dict]], Callable[[StageContext], dict]]:
@@ -133,6 +137,7 @@ def stage(
             version=version,
             num_cpus=num_cpus,
             num_gpus=num_gpus,
+            cpus_of=cpus_of,
             sizing=tuple(sizing),
             covers=covers,
         )

@@ -40,7 +40,10 @@ def model_of_run(upstream: dict) -> dict[str, float]:
 def pool_size(cfg: dict, cluster: Cluster, mfu: float | None = None) -> dict[str, float]:
     """How many model actors a stage's pool starts, in all and per node (`actors: 0` = one per GPU,
     else one per `threads_per_actor` CPUs of the cluster), and on GPUs the FLOPs per second an
-    actor runs (`gpu_flops_per_s`: peak x MFU; 0 on CPUs, whose seconds per FLOP are fitted)."""
+    actor runs (`gpu_flops_per_s`: peak x MFU; 0 on CPUs, whose seconds per FLOP are fitted).
+    `in_process`: the stage's own process runs the model on CPU, as one actor would."""
+    if cfg.get("in_process"):
+        return {"actors": 1, "actors_per_node": 1, "gpu_flops_per_s": 0.0, "in_process": 1.0}
     on_gpu = cfg.get("device", "auto") != "cpu" and cluster.gpus_per_node > 0
     threads = max(1, int(cfg.get("threads_per_actor", 1)))
     per_node = cluster.gpus_per_node if on_gpu else max(1, cluster.cpus_per_node // threads)
@@ -108,3 +111,18 @@ def actor_process(s: dict[str, float], section: str, copies: int = 1) -> Process
         remedy=f"fewer actors per node ({section}.threads_per_actor or {section}.actors) "
         "or more memory",
     )
+
+
+def pool_processes(s: dict[str, float], section: str, copies: int = 1) -> list[ProcessCost]:
+    """The processes of a stage's pool: the stage's process and its actors, or, in process, the
+    stage's process holding what an actor would (the same imports, and the weights)."""
+    if not s.get("in_process"):
+        return [driver_process(), actor_process(s, section, copies)]
+    return [
+        ProcessCost(
+            "coordinator",
+            {"coordinator_mb": 1, KNOWN: copies * 4 * s["params"] / MB},
+            coordinator=True,
+            remedy=f"{section}.in_process=false (the model on actors) or more memory",
+        )
+    ]

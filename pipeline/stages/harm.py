@@ -9,7 +9,7 @@ from itertools import islice
 from pathlib import Path
 
 from lmforge.pipeline.stage import StageContext, stage
-from lmforge.pipeline.stages.model_pool import ModelPoolConfig
+from lmforge.pipeline.stages.model_pool import ModelPoolConfig, cpus_of_stage
 from lmforge.pipeline.typed_config import from_mapping
 
 CANARIES_FILE = "canaries.json"
@@ -89,7 +89,7 @@ def _training_documents(tokenize_dir: Path, limit: int):
     config=("eval.harm",),
     parse_config=parse,
     version="2",
-    num_cpus=0,  # it drives the model actors, which hold the CPUs (or GPUs)
+    cpus_of=cpus_of_stage,  # none when it drives model actors, which hold the CPUs (or GPUs)
 )
 def harm(ctx: StageContext) -> dict:
     from lmforge.pipeline.stages.model_pool import ModelPool
@@ -100,7 +100,8 @@ def harm(ctx: StageContext) -> dict:
         summary.update(_memorisation(ctx, cfg, pool))
         if cfg.pii_samples:
             summary.update(_pii_leakage(ctx, cfg, pool))
-        summary["actor_peak_rss_mb"] = pool.peak_rss_mb()
+        if (peak := pool.peak_rss_mb()) is not None:
+            summary["actor_peak_rss_mb"] = peak
     ctx.tracker.log_metrics({k: v for k, v in summary.items() if isinstance(v, int | float)})
     return summary
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from lmforge.pipeline.cost_model import Cluster, StageCost, config_part
 from lmforge.pipeline.stages.generation_work import (
-    actor_process,
-    driver_process,
     generation_wall,
     model_flow,
     model_of_run,
+    pool_processes,
     pool_size,
     pooled_generation,
 )
@@ -65,5 +64,5 @@ def cost(s: dict[str, float]) -> StageCost:
     return StageCost(
         wall_s=wall,
         store_bytes={"store_bytes": 1},
-        processes=[driver_process(), actor_process(s, "eval.harm")],
+        processes=pool_processes(s, "eval.harm"),
     )

@@ -12,6 +12,11 @@ range of the token shards), so there are no blocks to move; the loop needs no CP
 beside the actors (on a 2-CPU machine a Ray Data read task waiting for one stalls the stream);
 and results arrive in order for an exact combination. An actor that dies is restarted and its
 calls rerun once (they are pure); the stage fails with one line if it dies again.
+
+With `in_process` the stage's own process holds the model and runs the items one after another:
+no actor process imports torch and loads the model (seconds of CPU each), which on a machine of
+a few CPUs, where the eval stages run side by side, is most of what a small model's evaluation
+costs. The stage then reserves the CPUs an actor would (`cpus_of_stage`).
 """
 
 from __future__ import annotations
@@ -53,6 +58,11 @@ class ModelPoolConfig:
     "auto: a GPU per actor (bf16 autocast) when the cluster has GPUs, else CPU; cpu/cuda force."
     batch_size: int = 16
     "Sequences per forward pass of an actor: windows when scoring, prompts when sampling."
+    in_process: bool = False
+    """Run the model in the stage's own process on `threads_per_actor` CPUs (which the stage then
+    reserves) instead of on actors; `actors` is ignored. For small models on a machine of a few
+    CPUs: it saves each eval stage the processes that import torch and load the model. CPU
+    only."""
 
     def __post_init__(self) -> None:
         for name in ("threads_per_actor", "batch_size"):
@@ -60,18 +70,37 @@ class ModelPoolConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.actors < 0:
             raise ValueError(f"actors must be >= 0 (0 = fill the cluster), got {self.actors}")
+        if self.in_process and self.device == "cuda":
+            raise ValueError(
+                "in_process runs the model on the stage's own CPUs: set device to cpu or auto, "
+                "or in_process to false"
+            )
+
+
+def cpus_of_stage(cfg: ModelPoolConfig) -> float:
+    """The CPUs an eval stage reserves: none when actors hold them, its threads in process."""
+    return float(cfg.threads_per_actor) if cfg.in_process else 0.0
 
 
 class ModelWorker:
     """One actor: the trained model and tokenizer, loaded once, and what callers cache in it."""
 
-    def __init__(self, pretrain_dir: str, tokenizer_dir: str, device: str, threads: int) -> None:
+    def __init__(
+        self,
+        pretrain_dir: str,
+        tokenizer_dir: str,
+        device: str,
+        threads: int,
+        own_process: bool = True,
+    ) -> None:
+        """`own_process`: an actor's, whose peak RSS starts here; False in the stage's process."""
         import torch
 
         from lmforge.pipeline.proc_stats import reset_peak_rss
         from lmforge.pipeline.stages.trained_model import TrainedModel
 
-        reset_peak_rss()  # a reused worker process's history is not this actor's
+        if own_process:
+            reset_peak_rss()  # a reused worker process's history is not this actor's
         self._cpu_started = time.process_time()
         torch.set_num_threads(threads)
         self.device = device
@@ -130,6 +159,17 @@ class ModelPool:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         self.cfg, self.section = cfg, section
+        self.actors: list = []
+        self._starting: dict = {}
+        self._ready: list[int] = []
+        self._local: ModelWorker | None = None
+        if cfg.in_process:
+            self.device = "cpu"
+            self._local = ModelWorker(
+                str(pretrain_dir), str(tokenizer_dir), "cpu", cfg.threads_per_actor, False
+            )
+            log.info("%s: the model in the stage's process on cpu", section)
+            return
         self.device = _device(cfg, section)
         gpus = self.device == "cuda"
         n = cfg.actors or _fill(cfg, gpus)
@@ -146,7 +186,6 @@ class ModelPool:
         args = (str(pretrain_dir), str(tokenizer_dir), self.device, cfg.threads_per_actor)
         self.actors = [remote.remote(*args) for _ in range(n)]
         self._starting = {a.ready.remote(): i for i, a in enumerate(self.actors)}
-        self._ready: list[int] = []
         log.info("%s: %d model actor(s) on %s", section, n, self.device)
 
     @classmethod
@@ -173,6 +212,7 @@ class ModelPool:
         loaded: seconds of CPU) only to be killed, beside the other stages' actors."""
         import ray
 
+        self._local = None
         order = [*self._starting.values(), *self._ready]
         for actor in [self.actors[i] for i in order]:
             ray.kill(actor, no_restart=True)
@@ -180,6 +220,9 @@ class ModelPool:
 
     def map(self, fn: Callable[[ModelWorker, Any], Any], items: Iterable) -> Iterator:
         """fn(worker, item) for every item on the actors, yielded in input order."""
+        if self._local is not None:
+            yield from (self._local.apply(fn, item) for item in items)
+            return
         items = iter(items)
         load = [0] * len(self.actors)
         running: dict[Any, tuple[int, int]] = {}  # call -> (item number, actor)
@@ -265,13 +308,19 @@ class ModelPool:
         return [out for batch in self.map(fn, jobs) for out in batch]
 
     def usage(self) -> list[dict[str, float]]:
-        """Peak RSS (bytes) and CPU seconds of every started actor since it started."""
+        """Peak RSS (bytes) and CPU seconds of every started actor since it started (in process:
+        the stage process's peak, and the CPU seconds since the model was loading)."""
         import ray
 
+        if self._local is not None:
+            return [self._local.usage()]
         return ray.get([self.actors[i].usage.remote() for i in sorted(self._ready)])
 
-    def peak_rss_mb(self) -> float:
-        """The largest started actor's peak RSS, in MiB (what the stage's estimate checks)."""
+    def peak_rss_mb(self) -> float | None:
+        """The largest started actor's peak RSS, in MiB (what the stage's estimate checks); None
+        in process, where the stage's own peak, which the estimate measures anyway, holds it."""
+        if self._local is not None:
+            return None
         return max((u["peak_rss"] for u in self.usage()), default=0) / 2**20
 
 

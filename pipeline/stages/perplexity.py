@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from lmforge.pipeline.errors import ConfigError
 from lmforge.pipeline.stage import StageContext, stage
-from lmforge.pipeline.stages.model_pool import ModelPoolConfig
+from lmforge.pipeline.stages.model_pool import ModelPoolConfig, cpus_of_stage
 from lmforge.pipeline.typed_config import from_mapping
 
 BASELINE_TRAIN_TOKENS = 2_000_000
@@ -193,7 +193,7 @@ def _document_score(worker, job: tuple):
     config=("eval.perplexity",),
     parse_config=parse,
     version="4",
-    num_cpus=0,  # it drives the model actors, which hold the CPUs (or GPUs)
+    cpus_of=cpus_of_stage,  # none when it drives model actors, which hold the CPUs (or GPUs)
 )
 def perplexity(ctx: StageContext) -> dict:
     from lmforge.model.flops import non_embedding_parameters
@@ -207,9 +207,10 @@ def perplexity(ctx: StageContext) -> dict:
         stats = _score_split(ctx, cfg, pool, model_cfg)
         stats.update(_score_documents(ctx, cfg, pool))
         stats["minimal_pair_accuracy"] = minimal_pair_accuracy(pool.logprobs)["accuracy"]
-        stats["scoring_actors"] = len(pool.actors)
+        stats["scoring_actors"] = len(pool.actors)  # 0: in the stage's process
         stats["scoring_device"] = pool.device
-        stats["scoring_actor_peak_rss_mb"] = pool.peak_rss_mb()
+        if (peak := pool.peak_rss_mb()) is not None:
+            stats["scoring_actor_peak_rss_mb"] = peak
     stats["vocab_size"] = model_cfg.vocab_size
     train_tokens = int(ctx.input_manifests["pretrain"]["summary"].get("tokens", 0) or 0)
     stats["scaling_law_loss_from_params"] = loss_from_params(non_embedding_parameters(model_cfg))

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from lmforge.pipeline.cost_model import Cluster, StageCost, config_part
 from lmforge.pipeline.stages.generation_work import (
-    actor_process,
-    driver_process,
     generation_wall,
     model_flow,
     model_of_run,
+    pool_processes,
     pool_size,
 )
 
@@ -80,6 +79,5 @@ def cost(s: dict[str, float]) -> StageCost:
     wall.pop("s_per_generated_token")
     wall.pop("s_per_generation_step")
     wall["s_per_baseline_token"] = s["baseline_tokens"]
-    driver = driver_process()
-    actor = actor_process(s, "eval.perplexity", copies=2)
-    return StageCost(wall_s=wall, store_bytes={"store_bytes": 1}, processes=[driver, actor])
+    processes = pool_processes(s, "eval.perplexity", copies=2)
+    return StageCost(wall_s=wall, store_bytes={"store_bytes": 1}, processes=processes)

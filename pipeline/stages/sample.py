@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 
 from lmforge.pipeline.stage import StageContext, stage
-from lmforge.pipeline.stages.model_pool import ModelPoolConfig
+from lmforge.pipeline.stages.model_pool import ModelPoolConfig, cpus_of_stage
 from lmforge.pipeline.typed_config import from_mapping
 
 
@@ -42,7 +42,7 @@ def parse(sections: dict) -> SampleConfig:
     config=("eval.sample",),
     parse_config=parse,
     version="2",
-    num_cpus=0,  # it drives the model actors, which hold the CPUs (or GPUs)
+    cpus_of=cpus_of_stage,  # none when it drives model actors, which hold the CPUs (or GPUs)
 )
 def sample(ctx: StageContext) -> dict:
     from lmforge.model.generate import SamplingConfig
@@ -62,7 +62,7 @@ def sample(ctx: StageContext) -> dict:
     }
     with ModelPool.for_stage(ctx, cfg, "eval.sample") as pool:
         completions = {mode: pool.complete(cfg.prompts, s) for mode, s in modes.items()}
-        actor_peak_rss_mb = pool.peak_rss_mb()
+        peak = pool.peak_rss_mb()
     tok = load_tokenizer(ctx.input("train_tokenizer"))
     records, stats = _records_and_stats(cfg.prompts, completions, tok)
     with open(ctx.out_dir / "samples.jsonl", "w", encoding="utf-8") as handle:
@@ -70,7 +70,8 @@ def sample(ctx: StageContext) -> dict:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     ctx.tracker.log_metrics(stats)
     ctx.tracker.log_artifact(ctx.out_dir / "samples.jsonl")
-    return {**stats, "n_samples": len(records), "actor_peak_rss_mb": actor_peak_rss_mb}
+    actor = {} if peak is None else {"actor_peak_rss_mb": peak}
+    return {**stats, "n_samples": len(records), **actor}
 
 
 def _records_and_stats(prompts: list[str], completions: dict[str, list[str]], tok) -> tuple:

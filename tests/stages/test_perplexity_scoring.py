@@ -1,5 +1,6 @@
 """The validation split scored on a pool of model actors: one actor and two give the same figures,
-and both equal one process scoring the whole stream in one pass (real Ray, real token shards)."""
+and both equal one process scoring the whole stream in one pass, and the stage's own process
+(`in_process`) the same again (real Ray, real token shards)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def split(tmp_path_factory):
     return root, tok
 
 
-def _figures(root, actors: int, baselines: dict) -> dict:
+def _figures(root, actors: int, baselines: dict, in_process: bool = False) -> dict:
     spec = plan_stream(root / "shards", "val")
     job = StreamJob(
         stream=spec,
@@ -68,10 +69,10 @@ def _figures(root, actors: int, baselines: dict) -> dict:
         baselines=baselines,
         init_ranges=3,
     )
-    cfg = ModelPoolConfig(actors=actors, batch_size=4)
+    cfg = ModelPoolConfig(actors=actors, batch_size=4, in_process=in_process)
     with ModelPool(cfg, root / "pretrain", root / "tok", section="eval.perplexity") as pool:
         sums = score_stream(pool, job, windows_per_range=8, progress=None)
-        assert len(pool.actors) == actors
+        assert len(pool.actors) == (0 if in_process else actors)
     figures = _stream_figures(PerplexityConfig(bootstrap_samples=200), sums, baselines)
     return {**figures, "bytes": sums.bytes, "groups": sums.by_group("model")}
 
@@ -105,6 +106,18 @@ def test_one_actor_and_two_give_the_figures_of_one_pass(split, local_ray):
     assert math.isclose(one["bigram_cross_entropy"], bigram.mean(), rel_tol=1e-9)
 
 
+def test_the_stage_process_scores_what_an_actor_scores(split, local_ray):
+    root, tok = split
+    train = TokenStream(plan_stream(root / "shards", "train"))
+    baselines = fit_baselines([train.read(0, train.spec.n_tokens)], tok.get_vocab_size(), k=0.1)
+    here = _figures(root, 2, baselines, in_process=True)  # `actors` ignored: none started
+    actor = _figures(root, 1, baselines)
+    groups_here, groups_actor = here.pop("groups"), actor.pop("groups")
+    assert here == actor  # the same model on one thread: the same numbers, to the bit
+    for a, b in zip(groups_here, groups_actor, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_an_actor_that_cannot_load_the_model_is_one_clear_error(split, local_ray, tmp_path):
     from lmforge.pipeline.errors import LmforgeError
 
@@ -126,3 +139,20 @@ def test_prompts_batched_over_two_actors_sample_what_one_batch_samples(split, lo
     cfg = ModelPoolConfig(actors=2, batch_size=2)
     with ModelPool(cfg, root / "pretrain", root / "tok", section="eval.sample") as pool:
         assert pool.complete(prompts, sampling) == alone
+
+
+def test_prompts_sampled_in_the_stage_process_are_those_of_one_batch(split):
+    """No Ray: the stage's own process runs the model; the same rows and seeds as one batch."""
+    from lmforge.model.generate import SamplingConfig
+    from lmforge.pipeline.stages.trained_model import TrainedModel
+
+    root, _ = split
+    prompts = ["The list", "A function", "", "Open the file", "x"]
+    sampling = SamplingConfig(max_new_tokens=12, top_p=0.9, temperature=0.8, seed=3)
+    alone = TrainedModel(root / "pretrain", root / "tok").complete(prompts, sampling)
+    cfg = ModelPoolConfig(batch_size=2, in_process=True)
+    with ModelPool(cfg, root / "pretrain", root / "tok", section="eval.sample") as pool:
+        assert pool.complete(prompts, sampling) == alone
+        assert pool.device == "cpu" and pool.peak_rss_mb() is None
+        (usage,) = pool.usage()
+        assert usage["cpu_s"] > 0 and usage["peak_rss"] > 0

@@ -270,7 +270,8 @@ def test_perplexity_scoring_divides_over_the_actor_pool_each_holding_two_weight_
 
     def perplexity(nodes: int, *overrides: str):
         cluster = Cluster(nodes, 32, 512 * GB)
-        run = estimate_run(compose(list(overrides)), corpus, cluster, coefficients)
+        pooled = ["eval.perplexity.in_process=false", *overrides]  # the tiny preset's is true
+        run = estimate_run(compose(pooled), corpus, cluster, coefficients)
         return stage(run, "perplexity")
 
     w1, w2, w4 = (perplexity(n).wall_s for n in (16, 32, 64))
@@ -319,7 +320,8 @@ def test_generation_stages_run_on_a_pool_with_a_driver_holding_no_weights(coeffi
 
     def run(nodes: int, *overrides: str):
         cluster = Cluster(nodes, 32, 512 * GB)
-        return stage(estimate_run(compose(list(overrides)), corpus, cluster, coefficients), name)
+        pooled = [f"eval.{name}.in_process=false", *overrides]  # the tiny preset's is true
+        return stage(estimate_run(compose(pooled), corpus, cluster, coefficients), name)
 
     # The default pool is one actor; `actors: 0` is one per CPU of the cluster.
     one_node = run(1)
@@ -336,3 +338,25 @@ def test_generation_stages_run_on_a_pool_with_a_driver_holding_no_weights(coeffi
     # More rows than one actor's batch: a pool of one takes longer than a pool of many.
     many_rows = [f"eval.{name}.batch_size=1"]
     assert run(1, *many_rows).wall_s > run(1, *many_rows, f"eval.{name}.actors=0").wall_s
+
+
+@pytest.mark.parametrize(("name", "copies"), [("sample", 1), ("harm", 1), ("perplexity", 2)])
+def test_in_process_the_stage_process_holds_the_weights_and_no_actor_runs(
+    coefficients, name, copies
+):
+    corpus = {"docs": 1e6, "bytes": 1e9}
+
+    def run(*overrides: str):
+        cluster = Cluster(4, 32, 512 * GB)
+        return stage(estimate_run(compose(list(overrides)), corpus, cluster, coefficients), name)
+
+    here = run(f"eval.{name}.in_process=true", f"eval.{name}.actors=0")
+    assert [p.name for p in here.processes] == ["coordinator"]
+    assert here.size["actors"] == 1 and here.size["actors_per_node"] == 1
+    pooled = {p.name: p for p in run(f"eval.{name}.in_process=false").processes}
+    # The same imports as an actor, and the weights an actor would hold.
+    assert here.processes[0].peak_rss_mb == pytest.approx(pooled["actor"].peak_rss_mb)
+    bigger = run(f"eval.{name}.in_process=true", "model.d_model=1024", "model.d_ff=4096")
+    params = {r.size["params"] for r in (here, bigger)}
+    grown = bigger.processes[0].peak_rss_mb - here.processes[0].peak_rss_mb
+    assert grown == pytest.approx(copies * 4 * (max(params) - min(params)) / 2**20, rel=0.05)
