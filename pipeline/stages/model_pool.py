@@ -165,9 +165,17 @@ class ModelPool:
         self._local: ModelWorker | None = None
         if cfg.in_process:
             self.device = "cpu"
-            self._local = ModelWorker(
-                str(pretrain_dir), str(tokenizer_dir), "cpu", cfg.threads_per_actor, False
-            )
+            from safetensors import SafetensorError
+
+            try:
+                self._local = ModelWorker(
+                    str(pretrain_dir), str(tokenizer_dir), "cpu", cfg.threads_per_actor, False
+                )
+            except (OSError, ValueError, SafetensorError) as exc:  # an actor's death, said here
+                raise LmforgeError(
+                    f"{section}: the model did not load: {exc}; `lmforge run --verify` checks "
+                    "the cached artifacts and recomputes a damaged one"
+                ) from exc
             log.info("%s: the model in the stage's process on cpu", section)
             return
         self.device = _device(cfg, section)

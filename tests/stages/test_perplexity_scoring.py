@@ -128,6 +128,23 @@ def test_an_actor_that_cannot_load_the_model_is_one_clear_error(split, local_ray
         pool.logprobs(["a sentence"])
 
 
+def test_a_model_the_stage_process_cannot_load_is_one_clear_error(split, tmp_path):
+    import shutil
+
+    from lmforge.model.weights import WEIGHTS_FILE
+    from lmforge.pipeline.errors import LmforgeError
+
+    root, _ = split
+    cfg = ModelPoolConfig(in_process=True)
+    with pytest.raises(LmforgeError, match=r"eval.harm: the model did not load: .*config.json"):
+        ModelPool(cfg, tmp_path / "no-pretrain", root / "tok", section="eval.harm")
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(root / "pretrain", corrupt)
+    (corrupt / "model" / WEIGHTS_FILE).write_bytes(b"not safetensors")
+    with pytest.raises(LmforgeError, match=r"eval.harm: the model did not load: "):
+        ModelPool(cfg, corrupt, root / "tok", section="eval.harm")
+
+
 def test_prompts_batched_over_two_actors_sample_what_one_batch_samples(split, local_ray):
     from lmforge.model.generate import SamplingConfig
     from lmforge.pipeline.stages.trained_model import TrainedModel
