@@ -116,12 +116,13 @@ def actor_process(s: dict[str, float], section: str, copies: int = 1) -> Process
 def pool_processes(s: dict[str, float], section: str, copies: int = 1) -> list[ProcessCost]:
     """The processes of a stage's pool: the stage's process and its actors, or, in process, the
     stage's process holding what an actor would (the same imports, and the weights)."""
+    actor = actor_process(s, section, copies)
     if not s.get("in_process"):
-        return [driver_process(), actor_process(s, section, copies)]
+        return [driver_process(), actor]
     return [
         ProcessCost(
             "coordinator",
-            {"coordinator_mb": 1, KNOWN: copies * 4 * s["params"] / MB},
+            actor.rss_mb,
             coordinator=True,
             remedy=f"{section}.in_process=false (the model on actors) or more memory",
         )
