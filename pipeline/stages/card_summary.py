@@ -87,8 +87,11 @@ def objective_note(train: Mapping[str, Any]) -> list[str]:
             "context: it trades a little perplexity for fewer greedy loops."
         )
     if sequence > 0:
+        every = int(train.get("sequence_unlikelihood_every") or 1)
+        steps = f"last {train.get('sequence_unlikelihood_steps')} training steps"
+        which = f"Its {steps}" if every == 1 else f"One in {every} of its {steps}"
         notes.append(
-            f"Its last {train.get('sequence_unlikelihood_steps')} training steps added a "
+            f"{which} added a "
             f"sequence-level unlikelihood term (weight {sequence:g}, "
             "`train.sequence_unlikelihood`): the model continued prefixes of training text "
             "greedily and the tokens of the 4-grams it repeated were made less likely, so its "

@@ -10,10 +10,11 @@ are sharded: each rank writes its 1/N of the 12 bytes per parameter (hashed as w
 write, an upper bound on the stall of an asynchronous save. A fitted start-up covers Ray Train,
 DeepSpeed and the export.
 
-The steps with the sequence-level unlikelihood term (`train.sequence_unlikelihood`, the last
-`sequence_unlikelihood_steps`) cost more: each window's prefix is continued greedily token by
-token, then the prefix and continuation go through a second forward and backward pass. Their
-FLOPs (the prefill and the decoding forward, C/3 a token, and the second pass, C a token) join
+The steps with the sequence-level unlikelihood term (`train.sequence_unlikelihood`: of the last
+`sequence_unlikelihood_steps`, the first and every `sequence_unlikelihood_every`-th) cost
+more: each window's prefix is continued greedily token by token, then the prefix and
+continuation go through a second forward and backward pass. Their FLOPs (the prefill and the
+decoding forward, C/3 a token, and the second pass, C a token) join
 the training FLOPs; decoding one token through one layer is also a fixed count of small
 operations, bound by their dispatch on a small model (39 ms for 32 tokens of the tiny model's
 4 layers and 8 windows on one CPU, where their FLOPs take under 10), fitted as seconds per
@@ -106,7 +107,8 @@ def _sequence_phase(train: dict, cfg: ModelConfig, per_token: float) -> dict[str
     """The sequence-level unlikelihood steps' extra work: `phase_flops` over all ranks, and
     `decode_layer_steps`, the tokens a rank decodes times the layers each goes through."""
     weight = train.get("sequence_unlikelihood") or 0.0
-    steps = min(train.get("sequence_unlikelihood_steps") or 0, train["max_steps"])
+    phase = min(train.get("sequence_unlikelihood_steps") or 0, train["max_steps"])
+    steps = -(-phase // (train.get("sequence_unlikelihood_every") or 1))  # those with the term
     if weight <= 0 or steps <= 0:
         return {"phase_flops": 0.0, "decode_layer_steps": 0.0}
     prefix, decoded = sequence_decoding(

@@ -63,6 +63,10 @@ class TrainConfig:
     and the tokens of repeated 4-grams in those continuations are made less likely; 0 = off."""
     sequence_unlikelihood_steps: int = 0
     """How many of the run's last steps add the sequence-level term."""
+    sequence_unlikelihood_every: int = 1
+    """Of those steps, the first and every `every`-th after it add the term (1 = each): the
+    term's decoding and second pass cost about a plain step, so 2 halves the phase's extra time
+    (a weight twice as large keeps the term's push per step of the phase the same)."""
     sequence_unlikelihood_prefix: int | None = None
     """Tokens of each window the model continues from; None = a quarter of model.block_size."""
     sequence_unlikelihood_tokens: int | None = None
@@ -123,6 +127,7 @@ class TrainConfig:
             _require(name, getattr(self, name), minimum=0)
         _require("cpus_per_worker", self.cpus_per_worker, minimum=0)
         _require("sequence_unlikelihood_steps", self.sequence_unlikelihood_steps, minimum=0)
+        _require("sequence_unlikelihood_every", self.sequence_unlikelihood_every, minimum=1)
         if self.sequence_unlikelihood_prefix is not None:
             _require("sequence_unlikelihood_prefix", self.sequence_unlikelihood_prefix, minimum=1)
         if self.sequence_unlikelihood_tokens is not None:
@@ -180,7 +185,8 @@ class TrainConfig:
 
     def sequence_term_at(self, step: int) -> bool:
         """Whether step `step` (0-based) adds the sequence-level unlikelihood term."""
-        return step >= self.sequence_phase_start
+        start = self.sequence_phase_start
+        return step >= start and (step - start) % self.sequence_unlikelihood_every == 0
 
     def sequence_decoding(self, block_size: int) -> tuple[int, int]:
         """(prefix, decoded tokens) of the sequence-level term for windows of `block_size`."""

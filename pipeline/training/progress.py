@@ -111,26 +111,48 @@ class MlflowMetrics:
         self._client.log_batch(self._run_id, metrics=metrics)
 
 
-def recent_step_seconds(durations: list[float], done: int, phase_start: int) -> dict[bool, float]:
+def carries_term(step: int, phase_start: int, every: int = 1) -> bool:
+    """Whether 0-based `step` adds the sequence-level term: the phase's first step and every
+    `every`-th after it (`TrainConfig.sequence_term_at`)."""
+    return step >= phase_start and (step - phase_start) % every == 0
+
+
+def term_steps(first: int, end: int, phase_start: int, every: int = 1) -> int:
+    """How many of the steps [first, end) add the sequence-level term (`carries_term`)."""
+    first = max(first, phase_start)
+    if end <= first:
+        return 0
+    return -(-(end - phase_start) // every) - -(-(first - phase_start) // every)
+
+
+def recent_step_seconds(
+    durations: list[float], done: int, phase_start: int, every: int = 1
+) -> dict[bool, float]:
     """Median seconds of the steps in `durations` (the last ones of a run that has finished
-    `done` steps), keyed by whether they carry the sequence-level term (0-based index >=
-    `phase_start`); a kind absent from them is absent from the result."""
+    `done` steps), keyed by whether they carry the sequence-level term (`carries_term`); a
+    kind absent from them is absent from the result."""
     first = done - len(durations)  # 0-based index of durations[0]
     kinds: dict[bool, list[float]] = {False: [], True: []}
     for offset, seconds in enumerate(durations):
-        kinds[first + offset >= phase_start].append(seconds)
+        kinds[carries_term(first + offset, phase_start, every)].append(seconds)
     return {kind: statistics.median(values) for kind, values in kinds.items() if values}
 
 
 def eta_seconds(
-    *, done: int, max_steps: int, phase_start: int, plain_s: float, phase_s: float
+    *,
+    done: int,
+    max_steps: int,
+    phase_start: int,
+    plain_s: float,
+    phase_s: float,
+    every: int = 1,
 ) -> float:
-    """Seconds left for steps [done, max_steps): `plain_s` each before `phase_start`, `phase_s`
-    each from it (the sequence-level term's steps decode and run a second forward and
-    backward: about three times a plain step for the tiny preset)."""
-    plain_left = max(0, min(max_steps, phase_start) - done)
-    phase_left = max(0, max_steps - max(done, phase_start))
-    return plain_left * plain_s + phase_left * phase_s
+    """Seconds left for steps [done, max_steps): `phase_s` each for the steps that carry the
+    sequence-level term (`carries_term`; they decode and run a second forward and backward:
+    about twice a plain step for the tiny preset), `plain_s` each for the others."""
+    left = max(0, max_steps - done)
+    with_term = term_steps(done, max_steps, phase_start, every)
+    return (left - with_term) * plain_s + with_term * phase_s
 
 
 def phase_step_estimate(
@@ -161,6 +183,7 @@ def training_eta(
     measured: dict[bool, float],
     plain_fallback_s: float,
     phase_estimate: Callable[[float], float],
+    every: int = 1,
 ) -> float:
     """Seconds left of a run: each remaining step at the `measured` seconds of its kind
     (`recent_step_seconds`); a plain step, unmeasured, at `plain_fallback_s`; a step with the
@@ -169,8 +192,13 @@ def training_eta(
     plain_s = measured.get(False, plain_fallback_s)
     phase_s = measured.get(True)
     if phase_s is None:
-        remain = max(done, phase_start) < max_steps
+        remain = term_steps(done, max_steps, phase_start, every) > 0
         phase_s = phase_estimate(plain_s) if remain else plain_s
     return eta_seconds(
-        done=done, max_steps=max_steps, phase_start=phase_start, plain_s=plain_s, phase_s=phase_s
+        done=done,
+        max_steps=max_steps,
+        phase_start=phase_start,
+        plain_s=plain_s,
+        phase_s=phase_s,
+        every=every,
     )

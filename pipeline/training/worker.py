@@ -246,7 +246,8 @@ class WorkerRun:
         cfg = self.cfg
         done = self.state.step
         recent = self.meter.durations[-max(1, cfg.log_every) :]
-        self.step_seconds.update(recent_step_seconds(recent, done, cfg.sequence_phase_start))
+        start, every = cfg.sequence_phase_start, cfg.sequence_unlikelihood_every
+        self.step_seconds.update(recent_step_seconds(recent, done, start, every))
 
         def phase_estimate(plain_s: float) -> float:
             if not self._decoding_timed:
@@ -270,6 +271,7 @@ class WorkerRun:
             measured=self.step_seconds,
             plain_fallback_s=self.tokens_per_step / rate if rate > 0 else 0.0,
             phase_estimate=phase_estimate,
+            every=every,
         )
 
     def _summary(self, final: Published) -> dict:

@@ -115,6 +115,10 @@ def test_sequence_level_steps_add_their_decoding_and_second_pass_to_cpu_training
     # The term covers only the steps it runs on: a run shorter than the phase is all of it.
     short = pretrain("train.max_steps=100").size
     assert short["decode_layer_steps"] == 100 * 32 * 4
+    # On every other step of the phase: 150 of its 300 steps decode and run the second pass.
+    halved = pretrain("train.sequence_unlikelihood_every=2").size
+    assert halved["decode_layer_steps"] == 150 * 32 * 4
+    assert halved["phase_flops"] == pytest.approx(size["phase_flops"] / 2)
     # Prefix and decoded length are the settings', else a quarter and a half of the block.
     longer = pretrain("train.sequence_unlikelihood_tokens=null").size
     assert longer["phase_flops"] == pytest.approx(300 * 16 * (32 + 64) * per_token * 4 / 3)

@@ -89,6 +89,9 @@ def test_a_model_trained_with_unlikelihood_says_so_above_its_completions():
     note = card.index("Its last 200 training steps added a sequence-level unlikelihood term")
     assert card.index("Three completions") < note < card.index("p → 'text'")
     assert "token-level" not in card
+    every = {**train, "sequence_unlikelihood_every": 2}
+    card = to_markdown("card", summary_sections(PPL, {}, samples, train=every))
+    assert "One in 2 of its last 200 training steps added a sequence-level" in card
 
 
 def test_the_headline_gives_the_figures_the_verdicts_and_one_greedy_completion_in_lines():

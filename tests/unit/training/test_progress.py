@@ -18,6 +18,7 @@ from lmforge.pipeline.training.progress import (
     phase_step_estimate,
     progress_line,
     recent_step_seconds,
+    term_steps,
     training_eta,
 )
 
@@ -94,6 +95,19 @@ def test_the_eta_counts_the_remaining_steps_of_each_kind_at_their_own_time():
     assert eta_seconds(done=1500, **kw) == 0
     no_phase = {**kw, "phase_start": 1500}
     assert eta_seconds(done=1000, **no_phase) == pytest.approx(500 * 0.2)
+
+
+def test_with_the_term_on_every_other_step_of_the_phase_half_its_steps_cost_more():
+    # the phase's steps 1200, 1202, ..., 1498 carry the term: 150 of its 300
+    kw = {"max_steps": 1500, "phase_start": 1200, "plain_s": 0.2, "phase_s": 0.6, "every": 2}
+    assert eta_seconds(done=1000, **kw) == pytest.approx(350 * 0.2 + 150 * 0.6)
+    assert eta_seconds(done=1301, **kw) == pytest.approx(100 * 0.2 + 99 * 0.6)
+    assert [term_steps(0, 10, 4, 3), term_steps(5, 10, 4, 3), term_steps(8, 8, 0, 1)] == [2, 1, 0]
+    # steps 6-9 timed: 6 and 8 carry the term, 7 and 9 do not
+    assert recent_step_seconds([0.5, 0.1, 0.7, 0.3], done=10, phase_start=6, every=2) == {
+        False: pytest.approx(0.2),
+        True: pytest.approx(0.6),
+    }
 
 
 def test_a_step_with_the_term_is_estimated_from_a_plain_step_and_the_decoding():

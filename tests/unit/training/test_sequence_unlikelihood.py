@@ -85,6 +85,18 @@ def test_the_term_runs_on_the_last_steps_only():
     assert longer.sequence_phase_start == 0
 
 
+def test_every_kth_step_of_the_phase_adds_the_term_from_its_first():
+    cfg = TrainConfig(
+        max_steps=100,
+        sequence_unlikelihood=2.0,
+        sequence_unlikelihood_steps=10,
+        sequence_unlikelihood_every=3,
+    )
+    assert [s for s in range(100) if cfg.sequence_term_at(s)] == [90, 93, 96, 99]
+    with pytest.raises(ValueError, match="sequence_unlikelihood_every"):
+        TrainConfig(sequence_unlikelihood_every=0)
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="train.sequence_unlikelihood must be >= 0"):
         TrainConfig(sequence_unlikelihood=-1.0, sequence_unlikelihood_steps=5)
