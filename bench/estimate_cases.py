@@ -241,18 +241,20 @@ def measured_path(root: Path, case: str, size: Any) -> Path:
 
 
 def measure_here(name: str, size: Any, root: Path) -> list[dict]:
-    """One case at one size in this process (the child `run_cases` starts)."""
-    import ray
+    """One case at one size in this process (the child `run_cases` starts), on the pipeline's
+    own local runtime (`ensure_ray`): a plain `ray.init` would also start Ray Train's preemption
+    watcher and placement-group cleaner, which the pipeline's runs do without, and time them."""
+    from lmforge.pipeline.ray_runtime import ensure_ray, shutdown_ray
 
     case = next(c for c in CASES if c.name == name)
     if not case.uses_ray:
         return case.measure(root, size)
     os.environ.setdefault("RAY_worker_niceness", "0")
-    ray.init(address="local", num_cpus=CPUS, include_dashboard=False, logging_level="WARNING")
+    ensure_ray(None, num_cpus=CPUS)
     try:
         return case.measure(root, size)
     finally:
-        ray.shutdown()
+        shutdown_ray()
 
 
 def calibration_samples(root: Path, *, quick: bool = False) -> list[dict]:
