@@ -16,6 +16,12 @@ PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 PRECISIONS = ("auto", "fp32", "bf16", "bf16_if_native", "bf16_if_native_except_amx")
 
 
+def carries_term(step: int, phase_start: int, every: int = 1) -> bool:
+    """Whether 0-based `step` adds the sequence-level unlikelihood term: the phase's first step
+    and every `every`-th after it."""
+    return step >= phase_start and (step - phase_start) % every == 0
+
+
 def sequence_decoding(prefix: int | None, tokens: int | None, block_size: int) -> tuple[int, int]:
     """(prefix, decoded tokens) of the sequence-level term: the settings, else a quarter and a
     half of `block_size` (`TrainConfig.sequence_decoding`; the estimate reads plain settings)."""
@@ -185,8 +191,7 @@ class TrainConfig:
 
     def sequence_term_at(self, step: int) -> bool:
         """Whether step `step` (0-based) adds the sequence-level unlikelihood term."""
-        start = self.sequence_phase_start
-        return step >= start and (step - start) % self.sequence_unlikelihood_every == 0
+        return carries_term(step, self.sequence_phase_start, self.sequence_unlikelihood_every)
 
     def sequence_decoding(self, block_size: int) -> tuple[int, int]:
         """(prefix, decoded tokens) of the sequence-level term for windows of `block_size`."""

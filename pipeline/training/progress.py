@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lmforge.pipeline.training.config import carries_term
+
 
 def format_duration(seconds: float) -> str:
     """`1h02m`, `1m20s` or `7s`."""
@@ -109,12 +111,6 @@ class MlflowMetrics:
         now = int(time.time() * 1000)
         metrics = [self._metric(key, float(v), now, step) for key, v in values.items()]
         self._client.log_batch(self._run_id, metrics=metrics)
-
-
-def carries_term(step: int, phase_start: int, every: int = 1) -> bool:
-    """Whether 0-based `step` adds the sequence-level term: the phase's first step and every
-    `every`-th after it (`TrainConfig.sequence_term_at`)."""
-    return step >= phase_start and (step - phase_start) % every == 0
 
 
 def term_steps(first: int, end: int, phase_start: int, every: int = 1) -> int:
