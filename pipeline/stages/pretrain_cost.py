@@ -33,7 +33,7 @@ from __future__ import annotations
 from lmforge.model.config import ModelConfig
 from lmforge.model.flops import flops_per_token, parameters
 from lmforge.pipeline.cost_model import KNOWN, Cluster, ProcessCost, StageCost, config_part
-from lmforge.pipeline.training.config import engine_zero_stage, sequence_decoding
+from lmforge.pipeline.training.config import engine_zero_stage, sequence_decoding, term_steps
 from lmforge.pipeline.training.memory import RankMemory, activation_bytes, rank_memory
 from lmforge.pipeline.training.precision import expects_bf16
 
@@ -108,7 +108,7 @@ def _sequence_phase(train: dict, cfg: ModelConfig, per_token: float) -> dict[str
     `decode_layer_steps`, the tokens a rank decodes times the layers each goes through."""
     weight = train.get("sequence_unlikelihood") or 0.0
     phase = min(train.get("sequence_unlikelihood_steps") or 0, train["max_steps"])
-    steps = -(-phase // (train.get("sequence_unlikelihood_every") or 1))  # those with the term
+    steps = term_steps(0, phase, 0, train.get("sequence_unlikelihood_every") or 1)
     if weight <= 0 or steps <= 0:
         return {"phase_flops": 0.0, "decode_layer_steps": 0.0}
     prefix, decoded = sequence_decoding(

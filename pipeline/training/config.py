@@ -22,6 +22,14 @@ def carries_term(step: int, phase_start: int, every: int = 1) -> bool:
     return step >= phase_start and (step - phase_start) % every == 0
 
 
+def term_steps(first: int, end: int, phase_start: int, every: int = 1) -> int:
+    """How many of the steps [first, end) add the sequence-level term (`carries_term`)."""
+    first = max(first, phase_start)
+    if end <= first:
+        return 0
+    return -(-(end - phase_start) // every) - -(-(first - phase_start) // every)
+
+
 def sequence_decoding(prefix: int | None, tokens: int | None, block_size: int) -> tuple[int, int]:
     """(prefix, decoded tokens) of the sequence-level term: the settings, else a quarter and a
     half of `block_size` (`TrainConfig.sequence_decoding`; the estimate reads plain settings)."""

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lmforge.pipeline.training.config import carries_term
+from lmforge.pipeline.training.config import carries_term, term_steps
 
 
 def format_duration(seconds: float) -> str:
@@ -111,14 +111,6 @@ class MlflowMetrics:
         now = int(time.time() * 1000)
         metrics = [self._metric(key, float(v), now, step) for key, v in values.items()]
         self._client.log_batch(self._run_id, metrics=metrics)
-
-
-def term_steps(first: int, end: int, phase_start: int, every: int = 1) -> int:
-    """How many of the steps [first, end) add the sequence-level term (`carries_term`)."""
-    first = max(first, phase_start)
-    if end <= first:
-        return 0
-    return -(-(end - phase_start) // every) - -(-(first - phase_start) // every)
 
 
 def recent_step_seconds(
