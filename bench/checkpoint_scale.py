@@ -57,22 +57,24 @@ from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
 from lmforge.model.hf_export import export_hf
 from lmforge.model.weights import load_model_dir, save_model_dir, weight_shapes
-from lmforge.pipeline.proc_stats import reset_peak_rss, rss_bytes, task_peak_rss_bytes
-from lmforge.pipeline.training import checkpoint as ckpt
-from lmforge.pipeline.training import checkpoint_store, checksums, remote_checkpoints
-from lmforge.pipeline.training.async_save import CheckpointSaver
-from lmforge.pipeline.training.collectives import all_gather
-from lmforge.pipeline.training.config import TrainConfig
-from lmforge.pipeline.training.deepspeed_config import deepspeed_config
-from lmforge.pipeline.training.export import HFExport, export_checkpoint
-from lmforge.pipeline.training.resume import choose_checkpoint
-from lmforge.pipeline.training.train_step import TrainStep, build_model, build_optimizer
-from lmforge.pipeline.training.zero_shards import needed_ranges, restore_local
-from lmforge.pipeline.training.zero_state import (
+from lmforge.pipeline.cluster.process_stats import reset_peak_rss, rss_bytes, task_peak_rss_bytes
+from lmforge.pipeline.training.checkpoint import bucket as remote_checkpoints
+from lmforge.pipeline.training.checkpoint import checksums
+from lmforge.pipeline.training.checkpoint import consolidated as ckpt
+from lmforge.pipeline.training.checkpoint import store as checkpoint_store
+from lmforge.pipeline.training.checkpoint.async_save import CheckpointSaver
+from lmforge.pipeline.training.checkpoint.resume import choose_checkpoint
+from lmforge.pipeline.training.checkpoint.zero_shards import needed_ranges, restore_local
+from lmforge.pipeline.training.checkpoint.zero_state import (
     ensure_adam_state,
     gather_full_state,
     restore_full_state,
 )
+from lmforge.pipeline.training.collectives import all_gather
+from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.deepspeed_config import deepspeed_config
+from lmforge.pipeline.training.export import HFExport, export_checkpoint
+from lmforge.pipeline.training.train_step import TrainStep, build_model, build_optimizer
 
 SIZES = {
     "full": ModelConfig(

@@ -173,7 +173,7 @@ def run_lmforge(corpus: Path, work: Path, cpus: int, off: tuple[str, ...], split
     from clean_stage import filters_off, prepare_clean_stage, run_clean_stage
     from cpu_accounting import TreeCpu
 
-    from lmforge.pipeline.ray_runtime import ensure_ray, shutdown_ray
+    from lmforge.pipeline.cluster.ray_runtime import ensure_ray, shutdown_ray
 
     work.mkdir(parents=True)
     overrides = [

@@ -71,7 +71,7 @@ def main() -> None:
             command = [
                 sys.executable,
                 "-m",
-                "lmforge.pipeline.cli",
+                "lmforge.pipeline.cli.main",
                 "run",
                 "--until",
                 "clean",

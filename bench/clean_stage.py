@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.execute import StageTask, execute_stage, load_stages
-from lmforge.pipeline.keys import cache_key
-from lmforge.pipeline.tracking import client, ensure_experiment
+from lmforge.pipeline.engine.execute import StageTask, execute_stage, load_stages
+from lmforge.pipeline.engine.keys import cache_key
+from lmforge.pipeline.engine.tracking import client, ensure_experiment
 
 FILTERS = (
     "normalize",

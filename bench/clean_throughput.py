@@ -143,9 +143,9 @@ def build_corpus(n_docs: int, seed: int, mixed: bool = False) -> list[tuple[str,
 
 def run_lmforge(corpus: list[tuple[str, str]]) -> tuple[dict[str, str | None], float]:
     """Decision per id (None = kept, else the reason) and seconds taken."""
+    from lmforge.pipeline.document import Document
     from lmforge.pipeline.filters.c4 import C4Filter
     from lmforge.pipeline.filters.dedup_exact import ExactDeduplicator, resolve_exact_duplicates
-    from lmforge.pipeline.filters.document import Document
     from lmforge.pipeline.filters.gopher_quality import GopherQualityFilter
     from lmforge.pipeline.filters.gopher_repetition import GopherRepetitionFilter
 

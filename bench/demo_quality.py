@@ -81,7 +81,7 @@ def run_seed(root: Path, seed: int, overrides: list[str], loop_prompts: int) -> 
         [
             sys.executable,
             "-m",
-            "lmforge.pipeline.cli",
+            "lmforge.pipeline.cli.main",
             "run",
             "preset=tiny",
             f"train.seed={seed}",

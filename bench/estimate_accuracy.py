@@ -24,9 +24,13 @@ from pathlib import Path
 
 import estimate_cases
 
-from lmforge.pipeline.calibrate import fit
-from lmforge.pipeline.cost_model import cost_models, load_coefficients, shipped_coefficients
-from lmforge.pipeline.estimate import predict
+from lmforge.pipeline.estimate.calibrate import fit
+from lmforge.pipeline.estimate.cost_model import (
+    cost_models,
+    load_coefficients,
+    shipped_coefficients,
+)
+from lmforge.pipeline.estimate.prediction import predict
 
 
 def predicted(sample: dict, coefficients: dict) -> tuple[float, float]:

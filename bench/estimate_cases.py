@@ -1,7 +1,7 @@
 """The measurements `lmforge estimate` is fitted on and checked against.
 
 Each case runs one benchmark's measuring function at one size and returns samples
-`{"stage", "size", "measured", "source"}` (`lmforge.pipeline.calibrate`): the stage's size as
+`{"stage", "size", "measured", "source"}` (`estimate.calibrate`): the stage's size as
 its cost model reads it, and the wall time, peak memory by process and bytes measured.
 
 - `clean_scale`: the `clean` stage on a synthetic corpus (`bench/clean_scale.py`,
@@ -244,7 +244,7 @@ def measure_here(name: str, size: Any, root: Path) -> list[dict]:
     """One case at one size in this process (the child `run_cases` starts), on the pipeline's
     own local runtime (`ensure_ray`): a plain `ray.init` would also start Ray Train's preemption
     watcher and placement-group cleaner, which the pipeline's runs do without, and time them."""
-    from lmforge.pipeline.ray_runtime import ensure_ray, shutdown_ray
+    from lmforge.pipeline.cluster.ray_runtime import ensure_ray, shutdown_ray
 
     case = next(c for c in CASES if c.name == name)
     if not case.uses_ray:

@@ -1,5 +1,5 @@
 """The measuring functions of `bench/estimate_cases.py`'s cases: each runs one benchmark at one
-size and returns samples `{"stage", "size", "measured", "source"}` (`lmforge.pipeline.calibrate`).
+size and returns samples `{"stage", "size", "measured", "source"}` (`estimate.calibrate`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lmforge.pipeline.cost_model import Cluster
+from lmforge.pipeline.estimate.cost_model import Cluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -25,7 +25,7 @@ def measure_clean(root: Path, size: tuple) -> list[dict]:
     import clean_scale
     import corpus_synth
 
-    from lmforge.pipeline.calibrate import samples_from_store
+    from lmforge.pipeline.estimate.calibrate import samples_from_store
     from lmforge.pipeline.sources.files import read_source
 
     docs, words, filters = size[:3]
@@ -59,7 +59,7 @@ def measure_training(root: Path, size: tuple[str, int]) -> list[dict]:
     import numpy as np
     import train_throughput as tt
 
-    from lmforge.pipeline.stages import pretrain_cost
+    from lmforge.pipeline.stages.pretrain import cost as pretrain_cost
     from lmforge.pipeline.training.config import TrainConfig
 
     model, steps = size
@@ -181,10 +181,10 @@ def measure_sample_index(root: Path, windows: float) -> list[dict]:
 
 def measure_pipeline(root: Path, overrides: tuple[str, ...]) -> list[dict]:
     """`lmforge run` in a fresh workdir; every stage's estimate record is a sample."""
-    from lmforge.pipeline.calibrate import samples_from_store
+    from lmforge.pipeline.estimate.calibrate import samples_from_store
 
     workdir = root / ("pipeline-" + "-".join(o.split("=")[-1] for o in overrides[:3]))
-    command = [sys.executable, "-m", "lmforge.pipeline.cli", "run", f"workdir={workdir}"]
+    command = [sys.executable, "-m", "lmforge.pipeline.cli.main", "run", f"workdir={workdir}"]
     shutil.rmtree(workdir, ignore_errors=True)  # a killed measurement's: its cache would hit
     try:
         subprocess.run([*command, *overrides], check=True, stdout=subprocess.DEVNULL)

@@ -99,12 +99,12 @@ def write_model(root: Path) -> None:
 
 def run_pool(root: Path, actors: int) -> dict:
     """Score the split on `actors` actors; the figures and what the run cost."""
-    from lmforge.pipeline.proc_stats import peak_rss_bytes, reset_peak_rss
-    from lmforge.pipeline.stages.model_pool import ModelPool
-    from lmforge.pipeline.stages.perplexity import PerplexityConfig, _stream_figures
-    from lmforge.pipeline.stages.scoring_progress import ScoringProgress
-    from lmforge.pipeline.stages.stream_scoring import StreamJob, score_stream
-    from lmforge.pipeline.stages.token_stream import plan_stream
+    from lmforge.pipeline.cluster.process_stats import peak_rss_bytes, reset_peak_rss
+    from lmforge.pipeline.evaluation.model_pool import ModelPool
+    from lmforge.pipeline.evaluation.scoring_progress import ScoringProgress
+    from lmforge.pipeline.stages.perplexity.stage import PerplexityConfig, _stream_figures
+    from lmforge.pipeline.stages.perplexity.stream_scoring import StreamJob, score_stream
+    from lmforge.pipeline.stages.perplexity.token_stream import plan_stream
 
     cfg = PerplexityConfig(actors=actors, threads_per_actor=1, device="cpu", batch_size=BATCH)
     spec = plan_stream(root / "shards", "val")
@@ -140,8 +140,8 @@ def single_process(root: Path) -> dict:
 
     from lmforge.model.perplexity import position_nll
     from lmforge.model.weights import load_model_dir
+    from lmforge.pipeline.cluster.process_stats import peak_rss_bytes
     from lmforge.pipeline.probes.perplexity_math import document_sums
-    from lmforge.pipeline.proc_stats import peak_rss_bytes
     from lmforge.tokenizer.dataset import TokenDataset
 
     torch.set_num_threads(1)
@@ -193,7 +193,7 @@ def main() -> None:
 
 
 def measure(root: Path, tokens: int, args: argparse.Namespace) -> dict:
-    from lmforge.pipeline.ray_runtime import ensure_ray, shutdown_ray
+    from lmforge.pipeline.cluster.ray_runtime import ensure_ray, shutdown_ray
 
     write_split(root, tokens, parse_size(args.shard_tokens), args.seed)
     write_model(root)

@@ -57,13 +57,13 @@ from lmforge.model.generate import SamplingConfig, generate
 from lmforge.model.gpt import GPT
 from lmforge.model.perplexity import token_nll
 from lmforge.model.weights import load_model_dir, save_model_dir
-from lmforge.pipeline.training import checkpoint as ckpt
-from lmforge.pipeline.training.async_save import CheckpointSaver
+from lmforge.pipeline.training.checkpoint import consolidated as ckpt
+from lmforge.pipeline.training.checkpoint.async_save import CheckpointSaver
+from lmforge.pipeline.training.checkpoint.resume import choose_checkpoint
+from lmforge.pipeline.training.checkpoint.zero_shards import needed_ranges, restore_local
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.mfu import peak_flops
-from lmforge.pipeline.training.resume import choose_checkpoint
 from lmforge.pipeline.training.train_step import TrainStep, build_engine, build_optimizer
-from lmforge.pipeline.training.zero_shards import needed_ranges, restore_local
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 BRANCHES, STATES = 4, 512

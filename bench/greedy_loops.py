@@ -101,8 +101,8 @@ def measure(artifacts: dict[str, Path], n_prompts: int) -> dict:
     import torch
 
     from lmforge.model.generate import SamplingConfig
+    from lmforge.pipeline.evaluation.trained_model import TrainedModel
     from lmforge.pipeline.sources.parquet_shards import iter_texts
-    from lmforge.pipeline.stages.trained_model import TrainedModel
 
     sample_cfg = _sample_config(artifacts)
     prompts = list(sample_cfg["prompts"])
@@ -119,7 +119,14 @@ def measure(artifacts: dict[str, Path], n_prompts: int) -> dict:
 def stage_artifacts(workdir: Path) -> dict[str, Path]:
     """The artifact directory of each stage of the workdir's latest run (`lmforge status`)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "lmforge.pipeline.cli", "status", "--json", f"workdir={workdir}"],
+        [
+            sys.executable,
+            "-m",
+            "lmforge.pipeline.cli.main",
+            "status",
+            "--json",
+            f"workdir={workdir}",
+        ],
         capture_output=True,
         text=True,
         check=True,

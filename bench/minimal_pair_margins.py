@@ -52,7 +52,7 @@ def margin_counts(
 
 def model_margins(artifacts: dict[str, Path]) -> list[float]:
     """The pair margins of the model of a run's artifacts (by stage name)."""
-    from lmforge.pipeline.stages.trained_model import TrainedModel
+    from lmforge.pipeline.evaluation.trained_model import TrainedModel
 
     model = TrainedModel(artifacts["pretrain"], artifacts["train_tokenizer"])
     return pair_margins(model.logprobs)  # TrainedModel.logprobs runs without autograd

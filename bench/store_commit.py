@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from lmforge.pipeline.node_cache import CacheConfig
-from lmforge.pipeline.proc_stats import bytes_read
-from lmforge.pipeline.remote_store import RemoteArtifactStore
-from lmforge.pipeline.store import ArtifactStore, describe_files
+from lmforge.pipeline.cluster.process_stats import bytes_read
+from lmforge.pipeline.storage.artifact_store import ArtifactStore, describe_files
+from lmforge.pipeline.storage.bucket_artifact_store import RemoteArtifactStore
+from lmforge.pipeline.storage.node_cache import CacheConfig
 
 CHUNK = 8 << 20
 

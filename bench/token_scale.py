@@ -120,7 +120,7 @@ def child_dataset(directory: str, reads: int) -> dict:
 
 
 def child_build(directory: str, windows: int) -> dict:
-    from lmforge.pipeline.training.sample_index import build_sample_index
+    from lmforge.pipeline.training.data.sample_index import build_sample_index
 
     imports_rss, imports_anon = _status_mb("VmRSS"), _status_mb("RssAnon")
     started = time.perf_counter()
@@ -143,8 +143,8 @@ def child_build(directory: str, windows: int) -> dict:
 
 
 def child_rank(directory: str, rank: int, batches: int) -> dict:
-    from lmforge.pipeline.training.sample_index import SampleIndex
-    from lmforge.pipeline.training.sampler import WindowSampler
+    from lmforge.pipeline.training.data.sample_index import SampleIndex
+    from lmforge.pipeline.training.data.sampler import WindowSampler
 
     before = _status_mb("VmRSS")
     sampler = WindowSampler(SampleIndex(directory), GLOBAL_BATCH, MICRO_BATCH, rank, WORLD)

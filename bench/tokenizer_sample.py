@@ -132,7 +132,7 @@ def train_worker(
     clean_dir: str, out_file: str, sample_bytes: int, vocab: int, min_word_count: int
 ) -> None:
     """Run in a fresh process: the stage's training, then one JSON line with its peak RSS."""
-    from lmforge.pipeline.stages.train_tokenizer import train_on_sample
+    from lmforge.pipeline.stages.train_tokenizer.stage import train_on_sample
     from lmforge.tokenizer import TokenizerConfig
 
     cfg = TokenizerConfig(

@@ -54,13 +54,13 @@ import torch
 
 from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
+from lmforge.pipeline.cluster.ray_runtime import ensure_ray, shutdown_ray
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.ray_runtime import ensure_ray, shutdown_ray
 from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.data.sample_index import build_for_data
 from lmforge.pipeline.training.driver import run_pretraining
+from lmforge.pipeline.training.objectives.unlikelihood import training_objective
 from lmforge.pipeline.training.precision import expects_bf16
-from lmforge.pipeline.training.sample_index import build_for_data
-from lmforge.pipeline.training.unlikelihood import training_objective
 from lmforge.tokenizer.dataset import TokenDataset
 from lmforge.tokenizer.shards import TokenShardWriter
 from lmforge.tokenizer.split_index import index_committed_shards

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-LMFORGE = [sys.executable, "-m", "lmforge.pipeline.cli"]
+LMFORGE = [sys.executable, "-m", "lmforge.pipeline.cli.main"]
 
 SMALL_MODEL = ["model.d_model=64", "model.n_layer=2", "model.d_ff=256", "model.block_size=64"]
 """Half the tiny preset's width and depth, on 64-token windows: seconds per stage."""

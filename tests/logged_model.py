@@ -10,8 +10,8 @@ import torch
 from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
 from lmforge.model.weights import save_model_dir
-from lmforge.pipeline.stages.mlflow_model import log_text_generator
-from lmforge.pipeline.tracking import client
+from lmforge.pipeline.engine.tracking import client
+from lmforge.pipeline.stages.pretrain.mlflow_model import log_text_generator
 from lmforge.tokenizer.config import TokenizerConfig
 from lmforge.tokenizer.io import save_tokenizer
 from lmforge.tokenizer.train import train_bpe

@@ -8,10 +8,14 @@ from functools import partial
 
 import torch
 
-from lmforge.pipeline.training import checkpoint as ckpt
-from lmforge.pipeline.training.fragments import Fragment
-from lmforge.pipeline.training.shard_format import LAYOUT_FILE, layout_json, write_rank_shard
-from lmforge.pipeline.training.staging import stage_fragments
+from lmforge.pipeline.training.checkpoint import consolidated as ckpt
+from lmforge.pipeline.training.checkpoint.fragments import Fragment
+from lmforge.pipeline.training.checkpoint.shard_format import (
+    LAYOUT_FILE,
+    layout_json,
+    write_rank_shard,
+)
+from lmforge.pipeline.training.checkpoint.staging import stage_fragments
 
 SHAPES = {"w": (5, 7), "b": (7,)}
 MOMENTS = ("exp_avg", "exp_avg_sq")

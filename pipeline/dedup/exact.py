@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from lmforge.pipeline.cluster.process_stats import reset_peak_rss, task_rss_stats
 from lmforge.pipeline.dedup.groups import runs_smallest_id_first
 from lmforge.pipeline.dedup.index import IndexReader
-from lmforge.pipeline.proc_stats import reset_peak_rss, task_rss_stats
-from lmforge.pipeline.shared_dir import LOCAL, SharedDir
+from lmforge.pipeline.storage.shared_dir import LOCAL, SharedDir
 
 
 def exact_partition(

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
+from lmforge.pipeline.cluster.process_stats import reset_peak_rss, task_rss_stats
 from lmforge.pipeline.dedup.components import flatten, join, new_forest
 from lmforge.pipeline.dedup.index import IndexReader, split_node
 from lmforge.pipeline.dedup.sorted_sets import add_sorted, run_starts, search, sorted_unique
-from lmforge.pipeline.proc_stats import reset_peak_rss, task_rss_stats
-from lmforge.pipeline.shared_dir import LOCAL, SharedDir
+from lmforge.pipeline.storage.shared_dir import LOCAL, SharedDir
 
 EXACT, NEAR = 0, 1
 KINDS = {EXACT: "exact_duplicate", NEAR: "near_duplicate"}

@@ -7,6 +7,7 @@ deduplication that the stage runs across partitions. Heavy models (lingua, the t
 classifier) load only when their filter first runs.
 """
 
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.base import (
     DocumentFilter,
     DocumentTransform,
@@ -26,7 +27,6 @@ from lmforge.pipeline.filters.dedup_exact import (
     ExactDeduplicator,
     resolve_exact_duplicates,
 )
-from lmforge.pipeline.filters.document import Document
 from lmforge.pipeline.filters.minhash import (
     MinHashConfig,
     MinHashDeduplicator,

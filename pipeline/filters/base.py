@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from lmforge.pipeline.filters.document import Document
+from lmforge.pipeline.document import Document
 
 FilterResult = bool | tuple[bool, str]
 SNIPPET_CHARS = 200

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.base import DocumentFilter, FilterResult
-from lmforge.pipeline.filters.document import Document
 
 
 @dataclass(kw_only=True, slots=True)

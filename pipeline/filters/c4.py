@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.base import DocumentFilter, FilterResult
-from lmforge.pipeline.filters.document import Document
 
 _CITATION_RE = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]", re.IGNORECASE)
 _SENTENCE_END_RE = re.compile(r"[.!?]+[\"')\]]*(?=\s|$)")

@@ -11,10 +11,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.base import DocumentFilter, ExclusionSink, FilterCounts
 from lmforge.pipeline.filters.blocklist import BlocklistConfig, BlocklistFilter
 from lmforge.pipeline.filters.c4 import C4Config, C4Filter
-from lmforge.pipeline.filters.document import Document
 from lmforge.pipeline.filters.gopher_quality import GopherQualityConfig, GopherQualityFilter
 from lmforge.pipeline.filters.gopher_repetition import (
     GopherRepetitionConfig,

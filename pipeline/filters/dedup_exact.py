@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import xxhash
 
-from lmforge.pipeline.filters.document import Document
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.typed_config import from_mapping
 
 _WHITESPACE_RE = re.compile(r"\s+")

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.base import DocumentFilter, FilterResult
-from lmforge.pipeline.filters.document import Document
 from lmforge.pipeline.filters.words import text_tokens
 
 GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.base import DocumentFilter, FilterResult
-from lmforge.pipeline.filters.document import Document
 from lmforge.pipeline.filters.words import split_tokens
 
 _PARAGRAPH_RE = re.compile(r"\n{2,}")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.base import DocumentFilter, FilterResult
-from lmforge.pipeline.filters.document import Document
 
 # The languages with the most web text, ISO 639-1; the detector chooses among these by default
 # (about 6x faster than among all 75 that lingua knows, and enough to tell English from the rest).

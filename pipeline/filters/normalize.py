@@ -17,8 +17,8 @@ from typing import Literal
 
 import ftfy
 
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.base import DocumentTransform
-from lmforge.pipeline.filters.document import Document
 
 _FALLBACK_ERRORS = "lmforge-cp1252-fallback"
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\ufeff]")

@@ -15,8 +15,8 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.base import DocumentTransform
-from lmforge.pipeline.filters.document import Document
 
 PLACEHOLDERS = {
     "email": "<EMAIL>",

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.base import DocumentFilter, FilterResult
-from lmforge.pipeline.filters.document import Document
 
 
 @dataclass(kw_only=True, slots=True)

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
-from lmforge.pipeline.filters.document import Document
+from lmforge.pipeline.document import Document
 
 SOURCE = "embedded:python-docs"
 

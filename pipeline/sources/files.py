@@ -20,8 +20,8 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.errors import LmforgeError
-from lmforge.pipeline.filters.document import Document
 from lmforge.pipeline.sources.compressed import COMPRESSIONS, open_binary, split_compression
 
 TEXT_SUFFIXES = {".txt", ".md", ".text"}

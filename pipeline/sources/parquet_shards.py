@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lmforge.pipeline.filters.document import Document
+from lmforge.pipeline.document import Document
 
 SCHEMA = pa.schema(
     [

@@ -22,7 +22,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from lmforge.pipeline.filters.document import Document
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.sources.compressed import split_compression
 from lmforge.pipeline.sources.embedded import SOURCE as EMBEDDED
 from lmforge.pipeline.sources.embedded import embedded_documents

@@ -29,14 +29,14 @@ from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchConfig
 
 from lmforge.model.config import ModelConfig
-from lmforge.pipeline.proc_stats import kept_memory_tunables
-from lmforge.pipeline.training.checkpoint import CheckpointError
+from lmforge.pipeline.cluster.process_stats import kept_memory_tunables
+from lmforge.pipeline.training.checkpoint.bucket import is_remote
+from lmforge.pipeline.training.checkpoint.consolidated import CheckpointError
+from lmforge.pipeline.training.checkpoint.ray_checkpoint import pointed_location
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.export import HFExport, export_checkpoint
 from lmforge.pipeline.training.fault import FaultInjection
 from lmforge.pipeline.training.job import TrainingJob, train_loop_per_worker
-from lmforge.pipeline.training.ray_checkpoint import pointed_location
-from lmforge.pipeline.training.remote_checkpoints import is_remote
 from lmforge.pipeline.training.trainer import PipelineTrainer
 
 

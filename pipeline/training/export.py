@@ -25,15 +25,15 @@ from lmforge.model.config import ModelConfig
 from lmforge.model.flops import parameters
 from lmforge.model.hf_export import stream_export_hf
 from lmforge.model.weights import stream_model_dir
-from lmforge.pipeline.proc_stats import (
+from lmforge.pipeline.cluster.process_stats import (
     release_freed_memory,
     reset_peak_rss,
     rss_bytes,
     task_peak_rss_bytes,
 )
-from lmforge.pipeline.training import checkpoint as ckpt
-from lmforge.pipeline.training.checkpoint_store import open_store
-from lmforge.pipeline.training.shard_format import LAYOUT_FILE, Layout, numel_of
+from lmforge.pipeline.training.checkpoint import consolidated as ckpt
+from lmforge.pipeline.training.checkpoint.shard_format import LAYOUT_FILE, Layout, numel_of
+from lmforge.pipeline.training.checkpoint.store import open_store
 
 EXPORTER = -1
 """The staging slot of the export task (ranks are 0 and up)."""

@@ -22,16 +22,33 @@ import torch
 from ray.train.torch import get_device
 from safetensors import SafetensorError
 
-from lmforge.pipeline.proc_stats import keep_freed_memory, keeps_freed_memory, peak_rss_bytes
-from lmforge.pipeline.training import checkpoint as ckpt
-from lmforge.pipeline.training.async_save import CheckpointSaver, Published
+from lmforge.pipeline.cluster.process_stats import (
+    keep_freed_memory,
+    keeps_freed_memory,
+    peak_rss_bytes,
+)
+from lmforge.pipeline.training.checkpoint import consolidated as ckpt
+from lmforge.pipeline.training.checkpoint.async_save import CheckpointSaver, Published
+from lmforge.pipeline.training.checkpoint.ray_checkpoint import report_final
+from lmforge.pipeline.training.checkpoint.resume import (
+    check_layout,
+    check_resumable,
+    choose_checkpoint,
+)
+from lmforge.pipeline.training.checkpoint.zero_shards import (
+    full_shapes,
+    needed_ranges,
+    restore_local,
+)
 from lmforge.pipeline.training.collectives import all_gather
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.cpu_pinning import pin_training_thread, thread_cpus
+from lmforge.pipeline.training.data.prefetch import BatchPrefetcher
+from lmforge.pipeline.training.data.sample_index import open_for_run
+from lmforge.pipeline.training.data.sampler import WindowSampler, load_batch, max_window_offset
 from lmforge.pipeline.training.job import TrainingJob
 from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
 from lmforge.pipeline.training.precision import NATIVE_CHOICES, uses_bf16
-from lmforge.pipeline.training.prefetch import BatchPrefetcher
 from lmforge.pipeline.training.progress import (
     MlflowMetrics,
     ThroughputMeter,
@@ -40,14 +57,9 @@ from lmforge.pipeline.training.progress import (
     recent_step_seconds,
     training_eta,
 )
-from lmforge.pipeline.training.ray_checkpoint import report_final
-from lmforge.pipeline.training.resume import check_layout, check_resumable, choose_checkpoint
-from lmforge.pipeline.training.sample_index import open_for_run
-from lmforge.pipeline.training.sampler import WindowSampler, load_batch, max_window_offset
 from lmforge.pipeline.training.schedule import learning_rate
 from lmforge.pipeline.training.step_times import StepTimes, breakdown, data_wait_note
 from lmforge.pipeline.training.train_step import StepResult, TrainStep, build_engine
-from lmforge.pipeline.training.zero_shards import full_shapes, needed_ranges, restore_local
 from lmforge.tokenizer.dataset import TokenDataset
 
 

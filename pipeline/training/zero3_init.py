@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lmforge.pipeline.training.zero_shards import zero3_range
+from lmforge.pipeline.training.checkpoint.zero_shards import zero3_range
 
 CHUNK = 1 << 20
 """Elements drawn at a time (a multiple of 16)."""

@@ -10,7 +10,7 @@ import ray
 from fault.training_runs import BASE, Runs, write_token_shards
 from filelock import FileLock
 
-from lmforge.pipeline.ray_runtime import LOCAL_DEFAULTS, WITHOUT_DASHBOARD_DEFAULTS
+from lmforge.pipeline.cluster.ray_runtime import LOCAL_DEFAULTS, WITHOUT_DASHBOARD_DEFAULTS
 from lmforge.pipeline.training.trainer import PG_CLEANER_ENV, RESOURCE_REQUESTS_ENV
 
 

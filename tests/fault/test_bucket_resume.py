@@ -8,8 +8,8 @@ import pytest
 import ray
 from fault.training_runs import Runs, assert_same_losses, train_config
 
-from lmforge.pipeline.training.remote_checkpoints import local_staging
-from lmforge.pipeline.training.shard_format import shard_names
+from lmforge.pipeline.training.checkpoint.bucket import local_staging
+from lmforge.pipeline.training.checkpoint.shard_format import shard_names
 
 pytestmark = pytest.mark.integration
 

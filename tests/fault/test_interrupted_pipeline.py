@@ -19,7 +19,7 @@ import torch
 from cli_runner import LMFORGE, lmforge, small_corpus, status, summary
 from fault.training_runs import assert_same_losses
 
-from lmforge.pipeline.tracking import client
+from lmforge.pipeline.engine.tracking import client
 
 pytestmark = pytest.mark.integration
 

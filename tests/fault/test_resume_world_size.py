@@ -13,7 +13,7 @@ import os
 import pytest
 from fault.training_runs import assert_same_losses, train_config
 
-from lmforge.pipeline.training.checkpoint import latest_valid_checkpoint
+from lmforge.pipeline.training.checkpoint.consolidated import latest_valid_checkpoint
 from lmforge.pipeline.training.driver import PretrainingError
 from lmforge.pipeline.training.fault import FaultInjection
 

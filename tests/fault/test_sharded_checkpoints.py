@@ -10,10 +10,10 @@ import json
 import pytest
 from fault.training_runs import BASE, MODEL, assert_same_losses, train_config
 
-from lmforge.pipeline.training.checkpoint import MARKER, latest_valid_checkpoint
+from lmforge.pipeline.training.checkpoint.consolidated import MARKER, latest_valid_checkpoint
+from lmforge.pipeline.training.checkpoint.shard_format import LAYOUT_FILE, shard_names
 from lmforge.pipeline.training.driver import PretrainingError
 from lmforge.pipeline.training.fault import FaultInjection
-from lmforge.pipeline.training.shard_format import LAYOUT_FILE, shard_names
 
 pytestmark = pytest.mark.integration
 

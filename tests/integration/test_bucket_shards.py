@@ -11,11 +11,11 @@ import pytest
 import torch
 from sharded_checkpoints import SHAPES, full_tensors, save_sharded
 
-from lmforge.pipeline.training import checkpoint as ckpt
-from lmforge.pipeline.training import remote_checkpoints as remote
-from lmforge.pipeline.training.checkpoint_store import BucketStore, rank_staging
-from lmforge.pipeline.training.resume import choose_checkpoint
-from lmforge.pipeline.training.shard_format import LAYOUT_FILE, Layout, shard_names
+from lmforge.pipeline.training.checkpoint import bucket as remote
+from lmforge.pipeline.training.checkpoint import consolidated as ckpt
+from lmforge.pipeline.training.checkpoint.resume import choose_checkpoint
+from lmforge.pipeline.training.checkpoint.shard_format import LAYOUT_FILE, Layout, shard_names
+from lmforge.pipeline.training.checkpoint.store import BucketStore, rank_staging
 
 pytestmark = pytest.mark.integration
 

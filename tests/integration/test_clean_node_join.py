@@ -13,9 +13,9 @@ from bench_modules import load_bench
 from ray.cluster_utils import Cluster
 
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.execute import StageTask, execute_stage, load_stages
-from lmforge.pipeline.keys import cache_key
-from lmforge.pipeline.tracking import client, ensure_experiment
+from lmforge.pipeline.engine.execute import StageTask, execute_stage, load_stages
+from lmforge.pipeline.engine.keys import cache_key
+from lmforge.pipeline.engine.tracking import client, ensure_experiment
 
 pytestmark = pytest.mark.integration
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from cli_runner import SHORT_TINY, lmforge, small_corpus, status
 
-from lmforge.pipeline.tracking import client
+from lmforge.pipeline.engine.tracking import client
 
 pytestmark = pytest.mark.integration
 
@@ -342,7 +342,7 @@ def test_a_wrong_or_missing_token_is_one_clear_line(cluster, tmp_path):
     )
     missing_env = {**base, "HOME": str(tmp_path)}
     missing = subprocess.run(
-        [sys.executable, "-m", "lmforge.pipeline.cli", "jobs", "--address", cluster.address],
+        [sys.executable, "-m", "lmforge.pipeline.cli.main", "jobs", "--address", cluster.address],
         env=missing_env,
         capture_output=True,
         text=True,

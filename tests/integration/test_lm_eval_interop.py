@@ -16,9 +16,9 @@ from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
 from lmforge.model.hf_export import export_hf
 from lmforge.model.weights import save_model_dir
+from lmforge.pipeline.evaluation.trained_model import TrainedModel, score_documents
 from lmforge.pipeline.sources.embedded import embedded_documents
-from lmforge.pipeline.stages.lm_eval_task import TASK, write_task
-from lmforge.pipeline.stages.trained_model import TrainedModel, score_documents
+from lmforge.pipeline.stages.perplexity.lm_eval_task import TASK, write_task
 from lmforge.tokenizer.config import TokenizerConfig
 from lmforge.tokenizer.convention import eot_id
 from lmforge.tokenizer.io import save_tokenizer

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from lmforge.pipeline.ray_runtime import (
+from lmforge.pipeline.cluster.ray_runtime import (
     LOCAL_DEFAULTS,
     WITHOUT_DASHBOARD_DEFAULTS,
     ensure_ray,

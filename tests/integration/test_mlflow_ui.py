@@ -25,7 +25,7 @@ import pytest
 from cli_runner import LMFORGE, lmforge, small_corpus, status
 from os_packages import ensure_os_packages
 
-from lmforge.pipeline.tracking import client
+from lmforge.pipeline.engine.tracking import client
 
 pytestmark = pytest.mark.integration
 

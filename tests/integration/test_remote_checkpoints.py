@@ -8,8 +8,8 @@ import shutil
 import pytest
 import torch
 
-from lmforge.pipeline.training import checkpoint as ckpt
-from lmforge.pipeline.training import remote_checkpoints as remote
+from lmforge.pipeline.training.checkpoint import bucket as remote
+from lmforge.pipeline.training.checkpoint import consolidated as ckpt
 
 pytestmark = pytest.mark.integration
 

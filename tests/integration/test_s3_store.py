@@ -12,7 +12,7 @@ import shutil
 import pytest
 from cli_runner import SHORT_TINY, lmforge, status
 
-from lmforge.pipeline.training.remote_checkpoints import local_staging
+from lmforge.pipeline.training.checkpoint.bucket import local_staging
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import pytest
 from cli_runner import lmforge, status, summary
 
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.tracking import client
+from lmforge.pipeline.engine.tracking import client
 from lmforge.pipeline.training.precision import cpu_autocasts, cpu_bf16_unit
 
 DEMO_RUN_TIMEOUT_S = 2700

@@ -8,7 +8,7 @@ import socket
 import pytest
 from cli_runner import lmforge, small_corpus, status
 
-from lmforge.pipeline.tracking import client
+from lmforge.pipeline.engine.tracking import client
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from lmforge.pipeline.ray_runtime import TOKEN_FILE, ensure_ray, local_token, shutdown_ray
+from lmforge.pipeline.cluster.ray_runtime import TOKEN_FILE, ensure_ray, local_token, shutdown_ray
 
 
 def _mode(path) -> int:

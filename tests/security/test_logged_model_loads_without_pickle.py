@@ -11,7 +11,7 @@ import sys
 from logged_model import PROMPTS, log_tiny_model
 
 from lmforge.model.generate import SamplingConfig
-from lmforge.pipeline.stages.trained_model import TrainedModel
+from lmforge.pipeline.evaluation.trained_model import TrainedModel
 
 NO_PICKLE = """
 import pickle, sys

@@ -21,7 +21,7 @@ def recording(host, *args, **kwargs):
     looked_up.append(str(host))
     return real(host, *args, **kwargs)
 socket.getaddrinfo = recording
-from lmforge.pipeline.tracking import client
+from lmforge.pipeline.engine.tracking import client
 mlflow = client(sys.argv[1])
 experiment = mlflow.create_experiment("probe")
 run = mlflow.create_run(experiment)

@@ -16,7 +16,7 @@ import pytest
 from cli_runner import lmforge, small_corpus, status
 
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.tracking import client, redact
+from lmforge.pipeline.engine.tracking import client, redact
 
 SECRET_NAMES = (
     "api_token",

@@ -19,7 +19,7 @@ from safetensors import SafetensorError
 from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
 from lmforge.model.weights import load_model_dir, load_weights, save_model_dir
-from lmforge.pipeline.training.checkpoint import (
+from lmforge.pipeline.training.checkpoint.consolidated import (
     MARKER,
     MODEL_FILE,
     CheckpointError,

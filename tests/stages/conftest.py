@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 
 from lmforge.pipeline.config import compose, section
-from lmforge.pipeline.execute import StageTask, execute_stage, load_stages
-from lmforge.pipeline.keys import cache_key
-from lmforge.pipeline.tracking import client, ensure_experiment
+from lmforge.pipeline.engine.execute import StageTask, execute_stage, load_stages
+from lmforge.pipeline.engine.keys import cache_key
+from lmforge.pipeline.engine.tracking import client, ensure_experiment
 
 
 @pytest.fixture(scope="session")
 def local_ray(tmp_path_factory):
-    from lmforge.pipeline.ray_runtime import ensure_ray, shutdown_ray
+    from lmforge.pipeline.cluster.ray_runtime import ensure_ray, shutdown_ray
 
     ensure_ray(None, num_cpus=2, workdir=tmp_path_factory.mktemp("ray"))
     yield

@@ -8,9 +8,9 @@ import torch
 from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
 from lmforge.model.weights import save_model_dir
+from lmforge.pipeline.evaluation.trained_model import TrainedModel
 from lmforge.pipeline.probes.memorisation import canary_exposures, make_canaries
 from lmforge.pipeline.sources.embedded import embedded_documents
-from lmforge.pipeline.stages.trained_model import TrainedModel
 from lmforge.tokenizer.config import TokenizerConfig
 from lmforge.tokenizer.convention import encode_document
 from lmforge.tokenizer.io import save_tokenizer

@@ -11,8 +11,8 @@ import mlflow
 from logged_model import PROMPTS, log_tiny_model
 
 from lmforge.model.generate import SamplingConfig
-from lmforge.pipeline.stages.trained_model import TrainedModel
-from lmforge.pipeline.tracking import client
+from lmforge.pipeline.engine.tracking import client
+from lmforge.pipeline.evaluation.trained_model import TrainedModel
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".pt", ".pth", ".bin", ".joblib", ".cloudpickle")
 

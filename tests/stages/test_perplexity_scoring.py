@@ -14,13 +14,13 @@ from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
 from lmforge.model.perplexity import position_nll
 from lmforge.model.weights import load_model_dir, save_model_dir
+from lmforge.pipeline.evaluation.model_pool import ModelPool, ModelPoolConfig
 from lmforge.pipeline.probes.ngram import fit_baselines
 from lmforge.pipeline.probes.perplexity_math import document_sums
 from lmforge.pipeline.sources.embedded import embedded_documents
-from lmforge.pipeline.stages.model_pool import ModelPool, ModelPoolConfig
-from lmforge.pipeline.stages.perplexity import PerplexityConfig, _stream_figures
-from lmforge.pipeline.stages.stream_scoring import StreamJob, score_stream
-from lmforge.pipeline.stages.token_stream import TokenStream, plan_stream
+from lmforge.pipeline.stages.perplexity.stage import PerplexityConfig, _stream_figures
+from lmforge.pipeline.stages.perplexity.stream_scoring import StreamJob, score_stream
+from lmforge.pipeline.stages.perplexity.token_stream import TokenStream, plan_stream
 from lmforge.tokenizer.config import TokenizerConfig
 from lmforge.tokenizer.convention import encode_documents
 from lmforge.tokenizer.dataset import TokenDataset
@@ -147,7 +147,7 @@ def test_a_model_the_stage_process_cannot_load_is_one_clear_error(split, tmp_pat
 
 def test_prompts_batched_over_two_actors_sample_what_one_batch_samples(split, local_ray):
     from lmforge.model.generate import SamplingConfig
-    from lmforge.pipeline.stages.trained_model import TrainedModel
+    from lmforge.pipeline.evaluation.trained_model import TrainedModel
 
     root, _ = split
     prompts = ["The list", "A function", "", "Open the file", "x"]
@@ -161,7 +161,7 @@ def test_prompts_batched_over_two_actors_sample_what_one_batch_samples(split, lo
 def test_prompts_sampled_in_the_stage_process_are_those_of_one_batch(split):
     """No Ray: the stage's own process runs the model; the same rows and seeds as one batch."""
     from lmforge.model.generate import SamplingConfig
-    from lmforge.pipeline.stages.trained_model import TrainedModel
+    from lmforge.pipeline.evaluation.trained_model import TrainedModel
 
     root, _ = split
     prompts = ["The list", "A function", "", "Open the file", "x"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lmforge.pipeline.sources.embedded import embedded_documents
-from lmforge.pipeline.training.sample_index import open_for_run
+from lmforge.pipeline.training.data.sample_index import open_for_run
 from lmforge.tokenizer.dataset import TokenDataset
 
 pytestmark = pytest.mark.slow  # Ray tasks

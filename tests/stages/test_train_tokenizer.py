@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
+from lmforge.pipeline.engine.tracking import client
 from lmforge.pipeline.sources.embedded import embedded_documents
-from lmforge.pipeline.tracking import client
 
 TEXTS = [d.text for d in embedded_documents() if 1500 < len(d.text) < 30000][:80]
 

@@ -7,13 +7,13 @@ import pytest
 from bench_modules import load_bench
 from logged_model import write_tiny_model
 
+from lmforge.pipeline.evaluation.trained_model import TrainedModel
 from lmforge.pipeline.probes.minimal_pairs import (
     MINIMAL_PAIRS,
     MinimalPair,
     minimal_pair_accuracy,
     pair_margins,
 )
-from lmforge.pipeline.stages.trained_model import TrainedModel
 
 bench = load_bench("minimal_pair_margins")
 

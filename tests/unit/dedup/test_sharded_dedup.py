@@ -17,8 +17,8 @@ from lmforge.pipeline.dedup.near import band_partition
 from lmforge.pipeline.dedup.resolve import KINDS, remove_list_path, resolve
 from lmforge.pipeline.filters.dedup_exact import ExactDeduplicator
 from lmforge.pipeline.filters.minhash import MinHashDeduplicator
-from lmforge.pipeline.shared_dir import LOCAL
 from lmforge.pipeline.sources.config import DedupConfig
+from lmforge.pipeline.storage.shared_dir import LOCAL
 
 
 def corpus(n: int, seed: int) -> tuple[list[str], list[str]]:

@@ -8,11 +8,11 @@ import os
 
 import pytest
 
-from lmforge.pipeline.file_records import describe_file
-from lmforge.pipeline.node_cache import CacheConfig
-from lmforge.pipeline.proc_stats import bytes_read
-from lmforge.pipeline.remote_store import RemoteArtifactStore
-from lmforge.pipeline.store import ArtifactStore
+from lmforge.pipeline.cluster.process_stats import bytes_read
+from lmforge.pipeline.storage.artifact_store import ArtifactStore
+from lmforge.pipeline.storage.bucket_artifact_store import RemoteArtifactStore
+from lmforge.pipeline.storage.file_entries import describe_file
+from lmforge.pipeline.storage.node_cache import CacheConfig
 
 BUCKET = "lmforge"
 MB = 1 << 20

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.dag import Dag
+from lmforge.pipeline.engine.dag import Dag
+from lmforge.pipeline.engine.execute import load_stages
+from lmforge.pipeline.engine.plan import make_plan
 from lmforge.pipeline.errors import ConfigError
-from lmforge.pipeline.execute import load_stages
-from lmforge.pipeline.plan import make_plan
-from lmforge.pipeline.store import ArtifactStore
+from lmforge.pipeline.storage.artifact_store import ArtifactStore
 
 
 def keys(overrides, tmp_path):

@@ -7,10 +7,10 @@ import logging
 import os
 
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.dag import Dag
-from lmforge.pipeline.execute import load_stages
-from lmforge.pipeline.plan import make_plan
-from lmforge.pipeline.store import ArtifactStore
+from lmforge.pipeline.engine.dag import Dag
+from lmforge.pipeline.engine.execute import load_stages
+from lmforge.pipeline.engine.plan import make_plan
+from lmforge.pipeline.storage.artifact_store import ArtifactStore
 
 
 def _committed(store, stage="clean", key="abc", content=b"0123456789"):

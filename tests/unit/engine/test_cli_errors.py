@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from store_checks import error_lines
 
-from lmforge.pipeline.cli import main
+from lmforge.pipeline.cli.main import main
 
 
 @pytest.mark.parametrize(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from lmforge.pipeline.dag import Dag
+from lmforge.pipeline.engine.dag import Dag
+from lmforge.pipeline.engine.execute import load_stages
+from lmforge.pipeline.engine.stage import StageSpec
 from lmforge.pipeline.errors import ConfigError
-from lmforge.pipeline.execute import load_stages
-from lmforge.pipeline.stage import StageSpec
 
 
 def test_the_pipeline_has_the_designed_stages_in_topological_order():

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from counting_s3 import reset, served
 
-from lmforge.pipeline.node_cache import CacheConfig
-from lmforge.pipeline.remote_store import RemoteArtifactStore
+from lmforge.pipeline.storage.bucket_artifact_store import RemoteArtifactStore
+from lmforge.pipeline.storage.node_cache import CacheConfig
 
 BUCKET = "lmforge"
 BLOCK = 4096

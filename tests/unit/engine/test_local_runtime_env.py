@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from lmforge.pipeline import ray_runtime
+from lmforge.pipeline.cluster import ray_runtime
 from lmforge.pipeline.errors import ConfigError
 
 WATCHER = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.runner import RunRequest, check_local_sources, plan_for, run_pipeline
+from lmforge.pipeline.engine.runner import RunRequest, check_local_sources, plan_for, run_pipeline
 from lmforge.pipeline.sources.files import SourceError, check_paths_match
 
 

@@ -17,10 +17,10 @@ import time
 import pytest
 from counting_s3 import reset, served
 
-from lmforge.pipeline.cached_reads import open_object
 from lmforge.pipeline.errors import ArtifactError
-from lmforge.pipeline.file_records import FileDigest, block_layout
-from lmforge.pipeline.node_cache import CacheConfig, CacheFull, NodeCache, RemoteFile
+from lmforge.pipeline.storage.cached_reads import open_object
+from lmforge.pipeline.storage.file_entries import FileDigest, block_layout
+from lmforge.pipeline.storage.node_cache import CacheConfig, CacheFull, NodeCache, RemoteFile
 
 BUCKET = "lmforge"
 BLOCK = 4096  # the filesystem's block: a sparse copy holds whole ones
@@ -108,7 +108,7 @@ def test_a_fetch_that_only_files_in_use_leave_no_room_for_fails_naming_the_limit
 
 READER = """
 import json, sys
-from lmforge.pipeline.node_cache import CacheConfig, NodeCache, RemoteFile
+from lmforge.pipeline.storage.node_cache import CacheConfig, NodeCache, RemoteFile
 remote = RemoteFile(**json.loads(sys.argv[1]))
 data = NodeCache(CacheConfig(sys.argv[2], 1 << 30)).open(remote).local_path().read_bytes()
 print(len(data), flush=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lmforge.pipeline.node_spread import cpu_slots
+from lmforge.pipeline.cluster.placement import cpu_slots
 
 
 def _node(node_id: str, cpus: float, alive: bool = True) -> dict:

@@ -10,12 +10,16 @@ import sys
 
 import pytest
 
-from lmforge.pipeline.proc_stats import keeps_freed_memory, kept_memory_tunables, peak_rss_bytes
+from lmforge.pipeline.cluster.process_stats import (
+    keeps_freed_memory,
+    kept_memory_tunables,
+    peak_rss_bytes,
+)
 
 TASKS_IN_ONE_WORKER = """
 import gc, json
 import pyarrow as pa, pyarrow.compute as pc
-from lmforge.pipeline.proc_stats import reset_peak_rss, rss_bytes, task_peak_rss_bytes
+from lmforge.pipeline.cluster.process_stats import reset_peak_rss, rss_bytes, task_peak_rss_bytes
 
 # An earlier task in this worker: Arrow strings and Python objects, then freed.
 strings = pa.array([f"document {i} and some of its words" for i in range(2_000_000)])
@@ -42,7 +46,7 @@ def test_a_task_after_a_freed_one_does_not_inherit_its_retained_memory():
 BUILT_WHOLE_THEN_PARTITIONED = """
 import contextlib, json, sys
 import torch
-from lmforge.pipeline.proc_stats import large_allocations_mapped, rss_bytes
+from lmforge.pipeline.cluster.process_stats import large_allocations_mapped, rss_bytes
 
 MB = 1 << 20
 scratch = torch.ones(40 * MB // 4)
@@ -79,7 +83,7 @@ def test_whole_tensors_dropped_for_their_parts_do_not_stay_resident():
 STEPS_IN_A_THREAD = """
 import json, resource, sys, threading
 import torch
-from lmforge.pipeline.proc_stats import keep_freed_memory, large_allocations_mapped
+from lmforge.pipeline.cluster.process_stats import keep_freed_memory, large_allocations_mapped
 
 MB = 1 << 20
 out = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lmforge.pipeline import ray_runtime
+from lmforge.pipeline.cluster import ray_runtime
 
 
 class FakeRay:

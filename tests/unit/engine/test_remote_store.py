@@ -9,8 +9,8 @@ import json
 import pytest
 
 from lmforge.pipeline.errors import ArtifactError
-from lmforge.pipeline.node_cache import CacheConfig
-from lmforge.pipeline.remote_store import RemoteArtifactStore
+from lmforge.pipeline.storage.bucket_artifact_store import RemoteArtifactStore
+from lmforge.pipeline.storage.node_cache import CacheConfig
 
 BUCKET = "lmforge"
 

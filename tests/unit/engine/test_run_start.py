@@ -8,8 +8,8 @@ from concurrent.futures import Future
 
 import pytest
 
+from lmforge.pipeline.engine.runner import _Driver
 from lmforge.pipeline.errors import LmforgeError
-from lmforge.pipeline.runner import _Driver
 
 
 class _Recorder(_Driver):

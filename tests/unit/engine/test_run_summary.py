@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from lmforge.pipeline.commands import _finish
-from lmforge.pipeline.records import PipelineRecord, StageRecord
-from lmforge.pipeline.store import MANIFEST, open_store
-from lmforge.pipeline.store_settings import StoreSettings
-from lmforge.pipeline.workdir import Workdir
+from lmforge.pipeline.cli.commands import _finish
+from lmforge.pipeline.engine.run_records import PipelineRecord, StageRecord
+from lmforge.pipeline.engine.workdir import Workdir
+from lmforge.pipeline.storage.artifact_store import MANIFEST, open_store
+from lmforge.pipeline.storage.settings import StoreSettings
 
 KEY = "0123456789abcdef"
 

@@ -4,10 +4,10 @@ artifact that covers the run is reused, one that is too short is rebuilt under t
 from __future__ import annotations
 
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.dag import Dag
-from lmforge.pipeline.execute import load_stages
-from lmforge.pipeline.plan import make_plan
-from lmforge.pipeline.store import ArtifactStore
+from lmforge.pipeline.engine.dag import Dag
+from lmforge.pipeline.engine.execute import load_stages
+from lmforge.pipeline.engine.plan import make_plan
+from lmforge.pipeline.storage.artifact_store import ArtifactStore
 
 
 def plan(store, *overrides):

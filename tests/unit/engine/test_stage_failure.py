@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from lmforge.pipeline.execute import StageTask, execute_stage
-from lmforge.pipeline.stage import stage, unregister_stage
-from lmforge.pipeline.store import ArtifactStore
-from lmforge.pipeline.tracking import client, ensure_experiment
+from lmforge.pipeline.engine.execute import StageTask, execute_stage
+from lmforge.pipeline.engine.stage import stage, unregister_stage
+from lmforge.pipeline.engine.tracking import client, ensure_experiment
+from lmforge.pipeline.storage.artifact_store import ArtifactStore
 
 
 def _explodes_halfway(ctx):
@@ -119,8 +119,8 @@ def test_secrets_in_a_stage_config_or_error_are_masked_in_its_manifest_and_run(w
 @pytest.fixture
 def tracking_fails_to_close(monkeypatch):
     """Closing a run FINISHED fails `failures[0]` times (a tracking hiccup), then works."""
-    from lmforge.pipeline import execute
-    from lmforge.pipeline.tracking import RunTracker
+    from lmforge.pipeline.engine import execute
+    from lmforge.pipeline.engine.tracking import RunTracker
 
     monkeypatch.setattr(execute, "CLOSE_RETRY_DELAYS_S", (0.0, 0.0, 0.0))
     real = RunTracker.terminate
@@ -149,7 +149,7 @@ def test_a_tracking_hiccup_after_the_commit_is_retried_and_the_run_finishes(
 def test_a_run_that_cannot_be_closed_never_says_failed_beside_a_committed_artifact(
     workdir, tracking_fails_to_close
 ):
-    from lmforge.pipeline.tracking import close_producing_run, mark_stale_runs_killed
+    from lmforge.pipeline.engine.tracking import close_producing_run, mark_stale_runs_killed
 
     tracking_fails_to_close[0] = 100
     task, mlflow = _task("_writes_one_file", workdir)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from lmforge.pipeline.store import MANIFEST, ArtifactStore
+from lmforge.pipeline.storage.artifact_store import MANIFEST, ArtifactStore
 
 
 def test_commit_writes_manifest_with_file_hashes_and_renames_into_place(tmp_path):

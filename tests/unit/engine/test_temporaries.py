@@ -10,11 +10,11 @@ import subprocess
 import sys
 import time
 
-from lmforge.pipeline.store import ArtifactStore
-from lmforge.pipeline.temporaries import OWNER_FILE, RESUMABLE_MARKER, current_owner
+from lmforge.pipeline.storage.artifact_store import ArtifactStore
+from lmforge.pipeline.storage.temporaries import OWNER_FILE, RESUMABLE_MARKER, current_owner
 
 BEGIN_AND_WAIT = (
-    "import sys; from lmforge.pipeline.store import ArtifactStore; "
+    "import sys; from lmforge.pipeline.storage.artifact_store import ArtifactStore; "
     "print(ArtifactStore(sys.argv[1]).begin('clean', 'abc'), flush=True); sys.stdin.read()"
 )
 

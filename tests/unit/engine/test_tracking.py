@@ -1,6 +1,6 @@
 """Params that look like secrets are redacted before they reach MLflow."""
 
-from lmforge.pipeline.tracking import redact
+from lmforge.pipeline.engine.tracking import redact
 
 
 def test_secret_looking_keys_are_redacted_and_others_flattened():

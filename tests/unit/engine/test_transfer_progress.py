@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from lmforge.pipeline import transfer_progress
-from lmforge.pipeline.transfer_progress import TransferProgress
+from lmforge.pipeline.storage import transfers as transfer_progress
+from lmforge.pipeline.storage.transfers import TransferProgress
 
 
 class Clock:

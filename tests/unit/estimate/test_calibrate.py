@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from lmforge.pipeline.calibrate import fit_stage, samples_from_store, write_coefficients
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.cost_model import Cluster, cost_models, evaluate, load_coefficients
 from lmforge.pipeline.errors import ConfigError
-from lmforge.pipeline.stages import clean_cost
+from lmforge.pipeline.estimate.calibrate import fit_stage, samples_from_store, write_coefficients
+from lmforge.pipeline.estimate.cost_model import Cluster, cost_models, evaluate, load_coefficients
+from lmforge.pipeline.stages.clean import cost as clean_cost
 
 TRUTH = {
     "fixed_s": 8.0,
@@ -95,8 +95,8 @@ def test_every_recorded_stage_run_becomes_a_sample(tmp_path):
 
 
 def test_every_cost_model_can_be_fitted_from_its_own_predictions():
-    from lmforge.pipeline.cost_model import load_coefficients as load
-    from lmforge.pipeline.cost_model import shipped_coefficients
+    from lmforge.pipeline.estimate.cost_model import load_coefficients as load
+    from lmforge.pipeline.estimate.cost_model import shipped_coefficients
 
     shipped = load(shipped_coefficients())["stages"]
     for name in cost_models():
@@ -105,7 +105,7 @@ def test_every_cost_model_can_be_fitted_from_its_own_predictions():
 
 def _coefficient_names(stage: str) -> set[str]:
     """Every fitted coefficient a stage's cost model can use."""
-    from lmforge.pipeline.estimate_cli import BYTES_PER_DOC
+    from lmforge.pipeline.cli.estimate import BYTES_PER_DOC
 
     config = compose()
     flow = {"docs": 1e6, "bytes": 1e6 * BYTES_PER_DOC}
@@ -125,8 +125,8 @@ def test_the_bpe_cases_tell_every_time_coefficient_apart(quick):
     calibration's sizes: with one split size, reading the split looks like start-up."""
     import numpy as np
 
-    from lmforge.pipeline.calibrate import bench_dir
-    from lmforge.pipeline.stages import train_tokenizer_cost
+    from lmforge.pipeline.estimate.calibrate import bench_dir
+    from lmforge.pipeline.stages.train_tokenizer import cost as train_tokenizer_cost
 
     sys.path.insert(0, str(bench_dir()))
     import estimate_cases

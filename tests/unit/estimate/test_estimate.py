@@ -9,14 +9,14 @@ import pytest
 from lmforge.model.config import ModelConfig
 from lmforge.model.flops import flops_per_token
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.cost_model import (
+from lmforge.pipeline.estimate.cost_model import (
     KNOWN,
     Cluster,
     cost_models,
     load_coefficients,
     shipped_coefficients,
 )
-from lmforge.pipeline.estimate import estimate_run
+from lmforge.pipeline.estimate.prediction import estimate_run
 
 GB = 10**9
 CLUSTER = Cluster(nodes=64, cpus_per_node=32, memory_per_node=512 * GB)
@@ -49,7 +49,7 @@ def stage(result, name):
 
 
 def test_every_stage_of_the_dag_declares_a_cost_model():
-    from lmforge.pipeline.execute import load_stages
+    from lmforge.pipeline.engine.execute import load_stages
 
     missing = set(load_stages()) - set(cost_models())
     assert not missing, f"write pipeline/stages/<stage>_cost.py for {sorted(missing)}"
@@ -305,7 +305,7 @@ def test_perplexity_scoring_divides_over_the_actor_pool_each_holding_two_weight_
 
 
 def test_pool_calls_go_out_in_batches_spread_over_the_actors():
-    from lmforge.pipeline.stages.generation_work import pooled_generation
+    from lmforge.pipeline.evaluation.generation_cost import pooled_generation
 
     # 100 rows in batches of 16: 7 batches; on 2 actors the busiest runs 4 of them.
     work = pooled_generation([(100, 10)], batch_size=16, actors=2)

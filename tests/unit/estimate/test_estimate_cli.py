@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from lmforge.pipeline.cli import main
+from lmforge.pipeline.cli.main import main
 
 CLUSTER = ["--nodes", "64", "--cpus-per-node", "32", "--memory-per-node", "512GB"]
 
@@ -14,7 +14,7 @@ CLUSTER = ["--nodes", "64", "--cpus-per-node", "32", "--memory-per-node", "512GB
 def test_estimate_answers_without_importing_torch_or_ray():
     code = (
         "import sys, json, io, contextlib\n"
-        "from lmforge.pipeline.cli import main\n"
+        "from lmforge.pipeline.cli.main import main\n"
         "out = io.StringIO()\n"
         "with contextlib.redirect_stdout(out):\n"
         "    code = main(['estimate', '--docs', '1e9', '--bytes', '1TB', '--nodes', '64',"

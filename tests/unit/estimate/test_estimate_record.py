@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.cost_model import Cluster
-from lmforge.pipeline.estimate_record import metrics, stage_record, upstream_view
+from lmforge.pipeline.estimate.cost_model import Cluster
+from lmforge.pipeline.estimate.measured import metrics, stage_record, upstream_view
 
 CLEAN_SUMMARY = {
     "docs_in": 882,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lmforge.pipeline.units import (
+from lmforge.pipeline.quantities import (
     format_bytes,
     format_duration,
     format_mb,

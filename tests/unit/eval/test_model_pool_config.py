@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.execute import load_stages
-from lmforge.pipeline.stages.model_pool import ModelPoolConfig
+from lmforge.pipeline.engine.execute import load_stages
+from lmforge.pipeline.evaluation.model_pool import ModelPoolConfig
 
 EVAL_STAGES = ("perplexity", "sample", "harm")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from lmforge.pipeline.stages.scoring_progress import ScoringProgress, scoring_line
+from lmforge.pipeline.evaluation.scoring_progress import ScoringProgress, scoring_line
 
 
 class Clock:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lmforge.pipeline.stages.token_stream import TokenStream, plan_stream
+from lmforge.pipeline.stages.perplexity.token_stream import TokenStream, plan_stream
 from lmforge.tokenizer.shards import TokenShardWriter
 from lmforge.tokenizer.split_index import index_committed_shards
 

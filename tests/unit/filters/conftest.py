@@ -2,7 +2,7 @@
 
 import pytest
 
-from lmforge.pipeline.filters.document import Document
+from lmforge.pipeline.document import Document
 
 GOOD_PROSE = (
     "The garden behind the old library has become a quiet place for the people of the town. "

@@ -2,6 +2,7 @@
 
 import pytest
 
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.base import DroppedDocument
 from lmforge.pipeline.filters.chain import (
     FilterChainConfig,
@@ -11,7 +12,6 @@ from lmforge.pipeline.filters.chain import (
     merge_chain_counts,
     run_chain,
 )
-from lmforge.pipeline.filters.document import Document
 
 DEFAULT_ORDER = [
     "normalize",

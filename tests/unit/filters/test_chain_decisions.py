@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.chain import (
     FilterChainConfig,
     build_filter_chain,
     chain_counts,
     run_chain,
 )
-from lmforge.pipeline.filters.document import Document
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SAMPLE = FIXTURES / "chain_sample.jsonl.gz"

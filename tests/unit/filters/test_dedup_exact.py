@@ -2,12 +2,12 @@
 
 import pytest
 
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.dedup_exact import (
     ExactDedupConfig,
     ExactDeduplicator,
     resolve_exact_duplicates,
 )
-from lmforge.pipeline.filters.document import Document
 
 
 def test_exact_copies_keep_one_and_point_at_it():

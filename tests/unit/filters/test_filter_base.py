@@ -1,12 +1,12 @@
 """The base classes count every document and character, by reason, and lose nothing silently."""
 
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.base import (
     DocumentFilter,
     DocumentTransform,
     DroppedDocument,
     FilterCounts,
 )
-from lmforge.pipeline.filters.document import Document
 
 
 class DropsOddLengths(DocumentFilter):

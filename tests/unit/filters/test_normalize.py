@@ -7,7 +7,7 @@ import unicodedata
 import ftfy
 import pytest
 
-from lmforge.pipeline.filters.document import Document
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.normalize import (
     NormalizeConfig,
     TextNormalizer,

@@ -1,6 +1,6 @@
 """Offline toxicity classifier: toxic documents dropped, scores recorded, batches consistent."""
 
-from lmforge.pipeline.filters.document import Document
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.toxicity import ToxicityConfig, ToxicityFilter, split_chunks
 
 TOXIC = "You are a worthless piece of shit and a fucking idiot, go to hell you stupid bitch."

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-import tomllib
 import yaml
+from source_tree import package_folders
 
-from lmforge.pipeline.cli import _parser
+from lmforge.pipeline.cli.main import _parser
 from lmforge.pipeline.config import compose
 
 REPO = Path(__file__).resolve().parents[3]
@@ -109,7 +109,7 @@ def test_raycluster_and_rayjob_have_kuberays_required_fields():
 def test_the_rayjob_entrypoint_is_a_valid_lmforge_command_on_the_shared_volume():
     job = _manifest("rayjob.yaml")["spec"]
     words = shlex.split(job["entrypoint"])
-    prefix = ["python", "-m", "lmforge.pipeline.cli"]
+    prefix = ["python", "-m", "lmforge.pipeline.cli.main"]
     rest = words[3:] if words[:3] == prefix else words[1:]
     assert words[0] in ("lmforge", "python"), words
     overrides = [w for w in rest if OVERRIDE.match(w)]
@@ -191,8 +191,7 @@ def test_the_image_installs_every_package_on_a_cuda_base_as_non_root():
     assert re.search(r"^ARG CUDA_IMAGE=nvidia/cuda:\S+", dockerfile, re.M)
     assert re.search(r"^USER ray$", dockerfile, re.M)
     assert re.search(r"RAY_AUTH_MODE=token", dockerfile)
-    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
-    folders = set(pyproject["tool"]["setuptools"]["package-dir"].values())
+    folders = set(package_folders().values())
     copied = set(re.findall(r"^COPY --chown=\S+ (\w+) ", dockerfile, re.M))
     assert folders <= copied, f"the image misses {folders - copied}"
     lines = (REPO / "infra" / "docker" / "Dockerfile.dockerignore").read_text().splitlines()

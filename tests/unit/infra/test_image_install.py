@@ -75,7 +75,7 @@ def test_the_image_installs_every_module_and_config_file(tmp_path):
         assert lmforge.__file__.startswith({str(site)!r}), lmforge.__file__
         for info in pkgutil.walk_packages(lmforge.__path__, "lmforge."):
             importlib.import_module(info.name)
-        from lmforge.pipeline.cli import main
+        from lmforge.pipeline.cli.main import main
         sys.exit(main(["dag"]))
         """
     )

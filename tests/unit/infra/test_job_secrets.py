@@ -8,8 +8,8 @@ import shlex
 
 import pytest
 
-from lmforge.pipeline import job_payload
-from lmforge.pipeline.cli import _parser
+from lmforge.pipeline.cli.main import _parser
+from lmforge.pipeline.cluster import job_payload
 from lmforge.pipeline.config import compose
 from lmforge.pipeline.errors import LmforgeError
 

@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from lmforge.pipeline import job_payload, jobs
-from lmforge.pipeline.cli import _parser, main
+from lmforge.pipeline.cli.main import _parser, main
+from lmforge.pipeline.cluster import job_payload
+from lmforge.pipeline.cluster import ray_jobs as jobs
 from lmforge.pipeline.errors import LmforgeError
 
 
@@ -29,7 +30,7 @@ def _free_port() -> int:
 def test_the_job_entrypoint_is_a_valid_lmforge_run_attached_to_the_cluster():
     args = _submit_args("--until", "tokenize", "workdir=/shared/runs", "train.lr=0.01")
     command = shlex.split(job_payload.pipeline_entrypoint(args))
-    assert command[:3] == ["python", "-m", "lmforge.pipeline.cli"]
+    assert command[:3] == ["python", "-m", "lmforge.pipeline.cli.main"]
     parsed = _parser().parse_args(command[3:])
     assert parsed.command == "run"
     assert parsed.until == "tokenize"
@@ -58,8 +59,8 @@ def test_overrides_with_spaces_survive_the_shell():
 def test_the_shipped_working_dir_imports_as_lmforge_and_holds_no_bulk(tmp_path):
     staged = jobs.stage_project(tmp_path / "job")
     probe = (
-        "import lmforge.pipeline.cli, lmforge.conf, lmforge.tokenizer, lmforge.model.gpt as g;"
-        "print(lmforge.pipeline.cli.__file__); print(g.__file__)"
+        "import lmforge.pipeline.cli.main, lmforge.conf, lmforge.tokenizer, lmforge.model.gpt as g;"
+        "print(lmforge.pipeline.cli.main.__file__); print(g.__file__)"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe],

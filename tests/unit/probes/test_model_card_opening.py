@@ -3,13 +3,13 @@ interval, the model/baseline ratio, three greedy completions and what the figure
 
 import pytest
 
-from lmforge.pipeline.stages.card_summary import (
+from lmforge.pipeline.stages.report.card_summary import (
     BaselineComparison,
     baseline_comparisons,
     headline,
     summary_sections,
 )
-from lmforge.pipeline.stages.model_card import to_markdown
+from lmforge.pipeline.stages.report.model_card import to_markdown
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from lmforge.pipeline.filters.shard_output import plan_shards
+from lmforge.pipeline.stages.clean.shard_output import plan_shards
 
 
 def test_shards_are_cut_near_the_target_across_units_whatever_the_unit_sizes():

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from lmforge.pipeline.filters.document import Document
+from lmforge.pipeline.document import Document
 from lmforge.pipeline.sources.hash_sample import HashSample
 from lmforge.pipeline.sources.parquet_shards import ShardWriter, iter_texts, split_of
-from lmforge.pipeline.stages.train_tokenizer import train_on_sample
+from lmforge.pipeline.stages.train_tokenizer.stage import train_on_sample
 from lmforge.tokenizer import TokenizerConfig, save_tokenizer, train_bpe
 
 SYLLABLES = ["ka", "lo", "mi", "nu", "pe", "ra", "si", "to", "ve", "zu", "bar", "den", "fol"]
@@ -150,7 +150,7 @@ def test_a_negative_sample_size_is_rejected() -> None:
 
 def test_the_tiny_preset_trains_on_all_of_its_text_and_the_default_on_a_sample() -> None:
     from lmforge.pipeline.config import compose, section
-    from lmforge.pipeline.stages.train_tokenizer import TRAINING_KEYS, parse
+    from lmforge.pipeline.stages.train_tokenizer.stage import TRAINING_KEYS, parse
 
     def typed(preset: str):
         config = compose([f"preset={preset}"])

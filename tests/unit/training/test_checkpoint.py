@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lmforge.pipeline.training import checkpoint as ckpt
-from lmforge.pipeline.training import checksums
+from lmforge.pipeline.training.checkpoint import checksums
+from lmforge.pipeline.training.checkpoint import consolidated as ckpt
 
 
 def _state(step: int) -> ckpt.TrainerState:

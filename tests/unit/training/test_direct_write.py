@@ -13,9 +13,9 @@ import pytest
 import torch
 import xxhash
 
-from lmforge.pipeline.training import direct_write
-from lmforge.pipeline.training.direct_write import ALIGN, address, write_file
-from lmforge.pipeline.training.staging import StagingArea
+from lmforge.pipeline.training.checkpoint import direct_write
+from lmforge.pipeline.training.checkpoint.direct_write import ALIGN, address, write_file
+from lmforge.pipeline.training.checkpoint.staging import StagingArea
 
 
 def _region(nbytes: int) -> memoryview:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from lmforge.model.config import ModelConfig
-from lmforge.pipeline.stages.pretrain import lineage_of
+from lmforge.pipeline.stages.pretrain.stage import lineage_of
 from lmforge.pipeline.training.config import TrainConfig
 
 MODEL = ModelConfig(vocab_size=256, block_size=32, d_model=32, n_head=2, n_layer=2, d_ff=64)

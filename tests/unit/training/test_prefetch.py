@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from lmforge.pipeline.training.prefetch import BatchPrefetcher
-from lmforge.pipeline.training.sampler import GlobalWindowOrder, WindowSampler, load_batch
+from lmforge.pipeline.training.data.prefetch import BatchPrefetcher
+from lmforge.pipeline.training.data.sampler import GlobalWindowOrder, WindowSampler, load_batch
 from lmforge.tokenizer.dataset import TokenDataset
 from lmforge.tokenizer.shards import TokenShardWriter
 from lmforge.tokenizer.split_index import index_committed_shards

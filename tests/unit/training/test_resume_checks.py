@@ -8,9 +8,13 @@ import pytest
 import torch
 
 from lmforge.model.config import ModelConfig
-from lmforge.pipeline.training.checkpoint import CheckpointError, LoadedCheckpoint, TrainerState
+from lmforge.pipeline.training.checkpoint.consolidated import (
+    CheckpointError,
+    LoadedCheckpoint,
+    TrainerState,
+)
+from lmforge.pipeline.training.checkpoint.resume import check_resumable
 from lmforge.pipeline.training.config import TrainConfig
-from lmforge.pipeline.training.resume import check_resumable
 
 MODEL = ModelConfig(vocab_size=50, block_size=8, d_model=32, n_head=2, n_layer=2, d_ff=64)
 

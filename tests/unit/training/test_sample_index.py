@@ -10,7 +10,7 @@ import pickle
 import numpy as np
 import pytest
 
-from lmforge.pipeline.training.sample_index import (
+from lmforge.pipeline.training.data.sample_index import (
     ORDER,
     SampleIndex,
     build_for_data,
@@ -18,7 +18,7 @@ from lmforge.pipeline.training.sample_index import (
     epochs_for,
     open_for_run,
 )
-from lmforge.pipeline.training.sampler import GlobalWindowOrder, WindowSampler
+from lmforge.pipeline.training.data.sampler import GlobalWindowOrder, WindowSampler
 from lmforge.tokenizer.dataset import TokenDataset
 from lmforge.tokenizer.shards import TokenShardWriter
 from lmforge.tokenizer.split_index import index_committed_shards

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lmforge.pipeline.training.sampler import (
+from lmforge.pipeline.training.data.sampler import (
     GlobalWindowOrder,
     MicroBatch,
     WindowSampler,

@@ -11,9 +11,9 @@ import torch
 from lmforge.model.config import ModelConfig
 from lmforge.model.generate import SamplingConfig, generate
 from lmforge.model.gpt import GPT
-from lmforge.pipeline.stages.pretrain import parse, trajectory_neutral
+from lmforge.pipeline.stages.pretrain.stage import parse, trajectory_neutral
 from lmforge.pipeline.training.config import TrainConfig
-from lmforge.pipeline.training.sequence_unlikelihood import (
+from lmforge.pipeline.training.objectives.sequence_unlikelihood import (
     GreedyDecoder,
     greedy_continuations,
     looping_rows,

@@ -12,10 +12,10 @@ from import_check import loaded_by_import
 from safetensors import safe_open
 from sharded_checkpoints import SHAPES, full_tensors, save_sharded, write_shard
 
-from lmforge.pipeline.training import checkpoint as ckpt
-from lmforge.pipeline.training.checkpoint_store import LocalStore
-from lmforge.pipeline.training.resume import choose_checkpoint
-from lmforge.pipeline.training.shard_format import LAYOUT_FILE, Layout, shard_names
+from lmforge.pipeline.training.checkpoint import consolidated as ckpt
+from lmforge.pipeline.training.checkpoint.resume import choose_checkpoint
+from lmforge.pipeline.training.checkpoint.shard_format import LAYOUT_FILE, Layout, shard_names
+from lmforge.pipeline.training.checkpoint.store import LocalStore
 from lmforge.pipeline.training.zero3_init import normal_range
 
 

@@ -7,7 +7,7 @@ from importlib.resources import files
 import pytest
 import yaml
 
-from lmforge.pipeline.proc_stats import keeps_freed_memory
+from lmforge.pipeline.cluster.process_stats import keeps_freed_memory
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.driver import worker_runtime_env
 

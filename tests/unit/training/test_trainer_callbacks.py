@@ -83,7 +83,7 @@ def test_ray_train_still_passes_the_policy_the_override_replaces():
 
 
 def test_a_local_runtime_turns_the_requests_off():
-    from lmforge.pipeline.ray_runtime import LOCAL_DEFAULTS
+    from lmforge.pipeline.cluster.ray_runtime import LOCAL_DEFAULTS
     from lmforge.pipeline.training.trainer import RESOURCE_REQUESTS_ENV
 
     assert LOCAL_DEFAULTS[RESOURCE_REQUESTS_ENV] == "0"
@@ -110,7 +110,7 @@ def test_ray_train_still_has_the_cleaner_callback_by_that_name():
 
 
 def test_a_local_runtime_without_its_dashboard_turns_the_cleaner_off():
-    from lmforge.pipeline.ray_runtime import LOCAL_DEFAULTS, WITHOUT_DASHBOARD_DEFAULTS
+    from lmforge.pipeline.cluster.ray_runtime import LOCAL_DEFAULTS, WITHOUT_DASHBOARD_DEFAULTS
     from lmforge.pipeline.training.trainer import PG_CLEANER_ENV
 
     assert WITHOUT_DASHBOARD_DEFAULTS[PG_CLEANER_ENV] == "0"

@@ -11,12 +11,12 @@ import torch.nn.functional as F
 
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.training.config import TrainConfig
-from lmforge.pipeline.training.train_step import TrainStep, build_engine
-from lmforge.pipeline.training.unlikelihood import (
+from lmforge.pipeline.training.objectives.unlikelihood import (
     context_candidates,
     cross_entropy_and_unlikelihood,
     token_unlikelihood,
 )
+from lmforge.pipeline.training.train_step import TrainStep, build_engine
 
 
 def _reference(logits: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor) -> float:

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lmforge.pipeline.stages.tokenize import group_shards
-from lmforge.pipeline.training.sample_index import SampleIndex, build_for_data
-from lmforge.pipeline.training.sampler import GlobalWindowOrder
+from lmforge.pipeline.stages.tokenize.stage import group_shards
+from lmforge.pipeline.training.data.sample_index import SampleIndex, build_for_data
+from lmforge.pipeline.training.data.sampler import GlobalWindowOrder
 from lmforge.tokenizer.dataset import TokenDataset
 from lmforge.tokenizer.shards import TokenShardWriter
 from lmforge.tokenizer.split_index import index_committed_shards

@@ -14,13 +14,13 @@ import torch
 
 from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
-from lmforge.pipeline.training import checkpoint as ckpt
-from lmforge.pipeline.training.async_save import CheckpointSaver
+from lmforge.pipeline.training.checkpoint import consolidated as ckpt
+from lmforge.pipeline.training.checkpoint.async_save import CheckpointSaver
+from lmforge.pipeline.training.checkpoint.resume import choose_checkpoint
+from lmforge.pipeline.training.checkpoint.zero_shards import needed_ranges, restore_local
+from lmforge.pipeline.training.checkpoint.zero_state import adam_step, gather_full_state
 from lmforge.pipeline.training.config import TrainConfig
-from lmforge.pipeline.training.resume import choose_checkpoint
 from lmforge.pipeline.training.train_step import TrainStep, build_engine
-from lmforge.pipeline.training.zero_shards import needed_ranges, restore_local
-from lmforge.pipeline.training.zero_state import adam_step, gather_full_state
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("world_of_one")]
 

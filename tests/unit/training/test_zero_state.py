@@ -10,9 +10,13 @@ import pytest
 import torch
 
 from lmforge.model.config import ModelConfig
+from lmforge.pipeline.training.checkpoint.zero_state import (
+    adam_step,
+    gather_full_state,
+    restore_full_state,
+)
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.train_step import TrainStep, build_engine
-from lmforge.pipeline.training.zero_state import adam_step, gather_full_state, restore_full_state
 
 # DeepSpeed engines at every ZeRO stage; ZeRO-3 also patches torch
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("world_of_one")]

@@ -1,0 +1,338 @@
+"""The driver: walk the plan, launch ready stages as Ray tasks, keep MLflow and records true."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lmforge.pipeline.cluster.ray_runtime import ensure_ray, local_dashboard
+from lmforge.pipeline.engine.dag import Dag
+from lmforge.pipeline.engine.execute import StageTask, execute_stage, load_stages
+from lmforge.pipeline.engine.plan import Plan, make_plan
+from lmforge.pipeline.engine.run_records import PipelineRecord, RecordBook, StageRecord
+from lmforge.pipeline.engine.tracking import (
+    check_reachable,
+    client,
+    close_producing_run,
+    default_artifact_location,
+    ensure_experiment,
+    mark_stale_runs_killed,
+    redact,
+    resolve_tracking_uri,
+)
+from lmforge.pipeline.engine.workdir import Workdir, WorkdirLock
+from lmforge.pipeline.errors import LmforgeError, StageFailed
+from lmforge.pipeline.redaction import redact_text
+from lmforge.pipeline.storage.artifact_store import open_store
+from lmforge.pipeline.storage.settings import StoreSettings
+
+log = logging.getLogger("lmforge")
+
+
+@dataclass(slots=True)
+class RunRequest:
+    """What the user asked for."""
+
+    config: dict[str, Any]
+    command: str = "run"
+    until: str | None = None
+    rerun: str | None = None
+    downstream: bool = False
+    verify: bool = False
+    """Check the sha256 of every file of every cache hit, not only sizes."""
+
+
+def plan_for(request: RunRequest) -> tuple[Dag, Plan, Workdir]:
+    """The DAG, the plan and the workdir for a request (no side effects beyond reading)."""
+    dag = Dag(load_stages())
+    workdir = Workdir(Path(request.config["workdir"]).expanduser().resolve())
+    force: set[str] = set()
+    if request.rerun:
+        dag.ancestors(request.rerun)  # validates the name
+        force.add(request.rerun)
+        if request.downstream:
+            force |= dag.descendants(request.rerun)
+    cluster = request.config["cluster"]
+    settings = StoreSettings.from_cluster(cluster, workdir.root)
+    store = open_store(cluster.get("store_uri"), workdir.root, settings)
+    store.check()
+    plan = make_plan(
+        dag, request.config, store, until=request.until, force=force, verify=request.verify
+    )
+    return dag, plan, workdir
+
+
+def run_pipeline(request: RunRequest) -> PipelineRecord:
+    """Run (or reuse) every selected stage; raises StageFailed if any stage failed."""
+    dag, plan, workdir = plan_for(request)
+    check_local_sources(plan, request.config["cluster"])
+    workdir.create()
+    with WorkdirLock(workdir):
+        return _Driver(request, dag, plan, workdir).run()
+
+
+def check_local_sources(plan: Plan, cluster: dict) -> None:
+    """On a local runtime (no Ray address: this machine's files are the workers' files), a
+    data path that matches no file fails the run before MLflow or Ray start (about 15 s on two
+    cores), as `clean` would fail it once started. A cluster's paths are checked by `clean`,
+    on the cluster."""
+    if cluster.get("ray_address") or "clean" not in plan.to_run():
+        return
+    from lmforge.pipeline.sources.files import check_paths_match
+
+    check_paths_match(list(plan.stages["clean"].typed_config.paths))
+
+
+class _Driver:
+    def __init__(self, request: RunRequest, dag: Dag, plan: Plan, workdir: Workdir) -> None:
+        self.request, self.dag, self.plan, self.workdir = request, dag, plan, workdir
+        self.settings = StoreSettings.from_cluster(request.config["cluster"], workdir.root)
+        self.store = open_store(
+            request.config["cluster"].get("store_uri"), workdir.root, self.settings
+        )
+        self.book = RecordBook(workdir.records)
+        cluster = request.config.get("cluster", {})
+        self.cluster = cluster
+        self.local_dashboard = local_dashboard(cluster)  # a bad value fails before anything starts
+        self.tracking_uri = resolve_tracking_uri(workdir.root, cluster.get("tracking_uri"))
+        self.record = PipelineRecord(
+            run_id=time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6],
+            command=request.command,
+            stages=[StageRecord(stage=n, key=plan.stages[n].key) for n in plan.order],
+        )
+
+    def run(self) -> PipelineRecord:
+        self.book.mark_interrupted()
+        self.store.sweep_temporaries()
+        check_reachable(self.tracking_uri)  # a server that is down fails before Ray starts
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lmforge-tracking") as pool:
+            # MLflow's import and a new store's schema (5-6 s of the driver's CPU) overlap
+            # Ray's start, which mostly waits for the processes it spawns (7-9 s).
+            tracking = pool.submit(self._open_tracking)
+            try:
+                if self.plan.to_run():
+                    self._start_ray()
+                tracking.result()
+            except BaseException as exc:
+                self._after_failed_start(tracking, exc)
+                raise
+        try:
+            self._walk()
+        except BaseException:
+            self._mark_killed()
+            raise
+        failed = [s for s in self.record.stages if s.state == "failed"]
+        self.record.state = "failed" if failed else "finished"
+        self.record.finished_at = time.time()
+        self.book.save(self.record)
+        self.mlflow.set_terminated(self.parent_id, status="FAILED" if failed else "FINISHED")
+        if failed:
+            first = failed[0]
+            raise StageFailed(f"stage {first.stage!r} failed: {first.error}")
+        return self.record
+
+    def _open_tracking(self) -> None:
+        """The MLflow side of a run's start: the experiment, stale runs closed, the parent run
+        with the config as its params, and the run's record."""
+        self.mlflow = client(self.tracking_uri)
+        location = default_artifact_location(self.workdir.root, self.tracking_uri)
+        self.experiment_id = ensure_experiment(
+            self.mlflow, self.cluster.get("experiment", "lmforge"), location
+        )
+        stale = mark_stale_runs_killed(self.mlflow, self.experiment_id)
+        if stale:
+            log.info("marked %d MLflow run(s) left RUNNING by an interrupted run as KILLED", stale)
+        parent = self.mlflow.create_run(
+            self.experiment_id,
+            run_name=f"pipeline-{self.record.run_id}",
+            tags={
+                "lmforge.pipeline_run": self.record.run_id,
+                "lmforge.command": self.request.command,
+            },
+        )
+        self.parent_id = parent.info.run_id
+        self.record.mlflow_run_id = self.parent_id
+        self._log_params(self.parent_id, self.request.config)
+        self.book.save(self.record)
+
+    def _start_ray(self) -> None:
+        ensure_ray(
+            self.cluster.get("ray_address"),
+            self.cluster.get("num_cpus"),
+            self.workdir.root,
+            dashboard=self.local_dashboard,
+        )
+
+    def _after_failed_start(self, tracking: Future, exc: BaseException) -> None:
+        """Ray failed to start, MLflow's setup failed, or Ctrl-C came: once the MLflow side is
+        done, its runs become KILLED, as a failure in the walk leaves them. An MLflow error is
+        raised rather than Ray's, as when MLflow was set up first."""
+        failure = tracking.exception()  # waits for the MLflow side to finish
+        if failure is None:
+            self._mark_killed()
+        elif isinstance(exc, Exception):
+            raise failure from None
+
+    def _log_params(self, run_id: str, params: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        flat = [Param(k, str(v)[:6000]) for k, v in redact(params).items()]
+        for start in range(0, len(flat), 100):
+            self.mlflow.log_batch(run_id, params=flat[start : start + 100])
+
+    def _child_run(self, name: str, cached: bool, source_run_id: str | None) -> str:
+        stage_plan = self.plan.stages[name]
+        tags = {
+            "mlflow.parentRunId": self.parent_id,
+            "lmforge.stage": name,
+            "lmforge.cache_key": stage_plan.key,
+            "lmforge.inputs": ",".join(f"{k}={v}" for k, v in stage_plan.input_keys.items()),
+            "lmforge.cached": str(cached).lower(),
+            "lmforge.pipeline_run": self.record.run_id,
+        }
+        upstream_runs = {u: self.record.stage(u).mlflow_run_id for u in stage_plan.input_keys}
+        tags["lmforge.input_runs"] = ",".join(f"{k}={v}" for k, v in upstream_runs.items())
+        if source_run_id:
+            tags["lmforge.source_run_id"] = source_run_id
+        run = self.mlflow.create_run(self.experiment_id, run_name=name, tags=tags)
+        self._log_params(run.info.run_id, stage_plan.sections)
+        return run.info.run_id
+
+    def _walk(self) -> None:
+        pending = list(self.plan.order)
+        running: dict[Any, str] = {}
+        while pending or running:
+            for name in list(pending):
+                state = self._readiness(name)
+                if state == "wait":
+                    continue
+                pending.remove(name)
+                if state == "skip":
+                    self._set(name, state="skipped", error="an upstream stage failed")
+                elif self.plan.stages[name].action == "cached":
+                    self._reuse(name)
+                else:
+                    running[self._launch(name)] = name
+            if not running:
+                continue
+            import ray
+
+            done, _ = ray.wait(list(running), num_returns=1)
+            for ref in done:
+                self._collect(running.pop(ref), ref)
+
+    def _readiness(self, name: str) -> str:
+        states = [self.record.stage(u).state for u in self.dag.stages[name].inputs]
+        if any(s in ("failed", "skipped") for s in states):
+            return "skip"
+        if all(s in ("cached", "ran") for s in states):
+            return "ready"
+        return "wait"
+
+    def _reuse(self, name: str) -> None:
+        key = self.plan.stages[name].key
+        manifest = self.store.manifest(name, key) or {}
+        source = manifest.get("mlflow_run_id")
+        if source and close_producing_run(self.mlflow, source):
+            log.info("%-16s its producing MLflow run %s is now FINISHED", name, source)
+        run_id = self._child_run(name, cached=True, source_run_id=source)
+        self.mlflow.set_terminated(run_id, status="FINISHED")
+        self._set(
+            name, state="cached", artifact=str(self.store.path(name, key)), mlflow_run_id=run_id
+        )
+        log.info("%-16s cached   %s", name, key)
+
+    def _launch(self, name: str):
+        import ray
+
+        spec = self.dag.stages[name]
+        stage_plan = self.plan.stages[name]
+        run_id = self._child_run(name, cached=False, source_run_id=None)
+        task = StageTask(
+            stage=name,
+            key=stage_plan.key,
+            version=spec.version,
+            sections=stage_plan.sections,
+            typed_config=stage_plan.typed_config,
+            input_keys=stage_plan.input_keys,
+            workdir=str(self.workdir.root),
+            store_uri=self.request.config["cluster"].get("store_uri"),
+            tracking_uri=self.tracking_uri,
+            mlflow_run_id=run_id,
+            store=self.settings,
+        )
+        cpus = spec.cpus_of(stage_plan.typed_config) if spec.cpus_of else spec.num_cpus
+        remote = ray.remote(execute_stage).options(
+            num_cpus=cpus, num_gpus=spec.num_gpus, max_retries=0, name=f"stage:{name}"
+        )
+        self._set(name, state="running", mlflow_run_id=run_id)
+        self._started = getattr(self, "_started", {})
+        self._started[name] = time.time()
+        log.info("%-16s running  %s", name, stage_plan.key)
+        return remote.remote(task)
+
+    def _collect(self, name: str, ref) -> None:
+        import ray
+
+        duration = time.time() - self._started[name]
+        try:
+            result = ray.get(ref)
+        except Exception as exc:  # RayTaskError wraps the stage's exception; keep its cause
+            cause = getattr(exc, "cause", None) or exc
+            text = str(cause).strip()
+            message = redact_text(
+                f"{type(cause).__name__}: {text.splitlines()[-1] if text else ''}"
+            )
+            run_id = self.record.stage(name).mlflow_run_id
+            if run_id and self.mlflow.get_run(run_id).info.status == "RUNNING":
+                self.mlflow.set_terminated(run_id, status="FAILED")
+            self._set(name, state="failed", error=message[:500], duration_s=round(duration, 2))
+            log.error("%-16s FAILED   %s", name, message[:300])
+            return
+        warning = result.get("warning")
+        self._set(
+            name,
+            state="ran",
+            artifact=result["artifact"],
+            duration_s=round(duration, 2),
+            warning=warning,
+        )
+        log.info("%-16s ran      %.1fs", name, duration)
+        if warning:
+            log.warning("lmforge: warning: %s: %s", name, warning)
+            run_id = self.record.stage(name).mlflow_run_id
+            _quietly(close_producing_run, self.mlflow, run_id)
+
+    def _set(self, name: str, **fields: Any) -> None:
+        record = self.record.stage(name)
+        for key, value in fields.items():
+            setattr(record, key, value)
+        self.book.save(self.record)
+
+    def _mark_killed(self) -> None:
+        """On Ctrl-C or any driver crash, every open run becomes KILLED, never FINISHED."""
+        for stage in self.record.stages:
+            if stage.state in ("running", "pending"):
+                stage.state = "killed"
+                if stage.mlflow_run_id:
+                    _quietly(self.mlflow.set_terminated, stage.mlflow_run_id, status="KILLED")
+        self.record.state = "killed"
+        self.record.finished_at = time.time()
+        self.book.save(self.record)
+        _quietly(self.mlflow.set_terminated, self.parent_id, status="KILLED")
+
+
+def _quietly(fn, *args, **kwargs) -> None:
+    try:
+        fn(*args, **kwargs)
+    except Exception as exc:  # best effort while shutting down; the next run fixes the rest
+        log.warning("could not update MLflow: %s", exc)
+
+
+def describe_failure(exc: LmforgeError) -> str:
+    return str(exc)

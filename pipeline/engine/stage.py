@@ -1,0 +1,156 @@
+"""The stage contract (DESIGN.md): a declared function from a context to a summary dict.
+
+A stage module under `pipeline/stages/` declares itself with `@stage(...)`; the engine owns Ray,
+MLflow, the temporary directory, the atomic commit, the manifest and the cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from lmforge.pipeline.storage.artifact_output import ArtifactOutput
+    from lmforge.pipeline.storage.input_artifact import InputPath
+    from lmforge.pipeline.storage.settings import StoreSettings
+
+
+class Tracker(Protocol):
+    """What a stage may record in its MLflow run."""
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None: ...
+    def log_params(self, params: Mapping[str, Any]) -> None: ...
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None: ...
+    def set_tags(self, tags: Mapping[str, str]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StageSpec:
+    """A stage's declaration: what it reads, what it needs, how its config is typed."""
+
+    name: str
+    fn: Callable[[StageContext], dict]
+    inputs: tuple[str, ...]
+    config_sections: tuple[str, ...]
+    """Dotted paths into the config tree that this stage reads (and its cache key covers)."""
+    parse_config: Callable[[dict[str, Any]], Any]
+    """Turns {section: mapping} into the stage's typed config; raises ValueError naming a key."""
+    version: str
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    cpus_of: Callable[[Any], float] | None = None
+    """The CPUs the stage's task reserves, from its typed config, where they depend on it (in
+    place of `num_cpus`)."""
+    sizing: tuple[str, ...] = ()
+    """Config paths that set how much of the artifact is written, not what it holds: parsed with
+    `config_sections` but left out of the cache key (e.g. how many epochs an order covers)."""
+    covers: Callable[[dict[str, Any], Any], bool] | None = None
+    """Whether a committed artifact (its summary) covers the typed config; when it does not, the
+    stage runs again under the same key and writes a larger artifact that starts the same."""
+
+
+@dataclass(slots=True)
+class StageContext:
+    """What a running stage gets: typed config, read-only inputs, an empty output directory.
+
+    Files the stage writes itself go into `out_dir`. Files its tasks write on other nodes go
+    through `output` (send it to them): each comes back as a manifest entry (size and checksums
+    computed while writing) that the stage hands to `add_files`, so the commit never reads them.
+    """
+
+    stage: str
+    config: Any
+    inputs: dict[str, Path | InputPath]
+    """Each upstream stage's artifact (read-only): its directory with a local store; with a
+    bucket an `InputPath` that fetches files into the node cache as they are read."""
+    input_manifests: dict[str, dict]
+    out_dir: Path
+    tracker: Tracker
+    workdir: Path
+    key: str
+    final_dir: Path | None = None
+    """Where the artifact can be read on this node once committed (for paths written into it)."""
+    mlflow_run_id: str | None = None
+    tracking_uri: str | None = None
+    store_uri: str | None = None
+    """`cluster.store_uri`: None or a path for the local store, else a URI such as s3://..."""
+    output: ArtifactOutput | None = None
+    """Where tasks write the artifact's files, from any node (`artifact_output`)."""
+    store: StoreSettings | None = None
+    """The block size and node cache settings (`store_settings`)."""
+    written: list[dict] = field(default_factory=list)
+    """Manifest entries of the files tasks wrote through `output`."""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def add_files(self, entries: list[dict] | dict) -> None:
+        """Record files written through `output` (their entries, as the writers returned them)."""
+        self.written.extend([entries] if isinstance(entries, dict) else entries)
+
+    def keep_for_resume(self) -> None:
+        """Keep what the tasks wrote if this run dies, for the next run of the same key to
+        continue from (the stage tracks which tasks finished itself)."""
+        from lmforge.pipeline.storage.temporaries import RESUMABLE_MARKER
+
+        (self.out_dir / RESUMABLE_MARKER).write_text("")
+
+    def shared_location(self, *parts: str) -> str:
+        """A path or URI for data kept outside artifacts (checkpoints, Ray Train storage) that
+        every node reaches: under the bucket when the store is one, else under the workdir."""
+        if self.store_uri and "://" in self.store_uri:
+            return "/".join([self.store_uri.rstrip("/"), *parts])
+        return str(self.workdir.joinpath(*parts))
+
+    def input(self, name: str) -> Path:
+        """The artifact directory of upstream stage `name`."""
+        if name not in self.inputs:
+            raise KeyError(f"stage {self.stage!r} did not declare input {name!r}")
+        return self.inputs[name]
+
+
+_REGISTRY: dict[str, StageSpec] = {}
+
+
+def stage(
+    *,
+    name: str,
+    inputs: tuple[str, ...] = (),
+    config: tuple[str, ...] = (),
+    parse_config: Callable[[dict[str, Any]], Any] | None = None,
+    version: str = "1",
+    num_cpus: float = 1.0,
+    num_gpus: float = 0.0,
+    cpus_of: Callable[[Any], float] | None = None,
+    sizing: tuple[str, ...] = (),
+    covers: Callable[[dict[str, Any], Any], bool] | None = None,
+) -> Callable[[Callable[[StageContext], dict]], Callable[[StageContext], dict]]:
+    """Declare a stage function and register it under `name` (see `StageSpec`)."""
+
+    def register(fn: Callable[[StageContext], dict]) -> Callable[[StageContext], dict]:
+        _REGISTRY[name] = StageSpec(
+            name=name,
+            fn=fn,
+            inputs=tuple(inputs),
+            config_sections=tuple(config),
+            parse_config=parse_config or (lambda sections: sections),
+            version=version,
+            num_cpus=num_cpus,
+            num_gpus=num_gpus,
+            cpus_of=cpus_of,
+            sizing=tuple(sizing),
+            covers=covers,
+        )
+        return fn
+
+    return register
+
+
+def registered_stages() -> dict[str, StageSpec]:
+    """All stages declared so far, by name."""
+    return dict(_REGISTRY)
+
+
+def unregister_stage(name: str) -> None:
+    """Forget a stage (for tests that declare throwaway stages)."""
+    _REGISTRY.pop(name, None)

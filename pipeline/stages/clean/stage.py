@@ -1,0 +1,382 @@
+"""`clean`: raw sources -> normalised, filtered, deduplicated train/val zstd Parquet shards.
+
+The driver only plans: it cuts the sources into read units (`sources/read_plan.py`) and Ray
+tasks on every CPU of the cluster read them and run the filter chain (`pipeline/filters/`).
+Exact and MinHash near-duplicates are then resolved globally from hashes alone, and each
+partition writes its share of the shards.
+Every dropped document is recorded with its step and reason (`excluded/`), every removed
+duplicate with the id kept in its place (`duplicates.parquet`), and the counts obey
+documents in = documents kept + documents dropped, by reason.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lmforge.pipeline.cluster.process_stats import bytes_read, reset_peak_rss, task_peak_rss_bytes
+from lmforge.pipeline.engine.stage import StageContext, stage
+from lmforge.pipeline.errors import LmforgeError
+from lmforge.pipeline.sources.config import DataConfig
+from lmforge.pipeline.sources.read_plan import (
+    ReadUnit,
+    count_line_starts,
+    number_lines,
+    plan_reads,
+    ranges_to_count,
+)
+from lmforge.pipeline.stages.clean.work_dir import open_work_dir, plan_record
+from lmforge.pipeline.typed_config import from_mapping
+
+if TYPE_CHECKING:
+    from lmforge.pipeline.stages.clean.partition import CleanDirs
+    from lmforge.pipeline.storage.artifact_output import ArtifactOutput
+
+log = logging.getLogger(__name__)
+
+DEDUP_PARTITION_DOCS = 1_000_000
+"""Documents per key range of a dedup task (a range of one band holds 16 bytes a document): a
+corpus of at least this many documents gives every exact and near task about this many, so
+their memory stays the same however big the corpus is."""
+
+
+def parse(sections: dict) -> DataConfig:
+    return from_mapping(DataConfig, sections["data"], "data")
+
+
+def plan_units(cfg: DataConfig) -> list[ReadUnit]:
+    """The read units, JSONL ranges numbered (sizes, footers and line counts: no document)."""
+    units = plan_reads(cfg.paths, max(1, int(cfg.read_split_mb * 2**20)))
+    return _with_line_numbers(units)
+
+
+def filter_all_units(
+    cfg: DataConfig, dirs: CleanDirs, output: ArtifactOutput, units: list[ReadUnit], counts: Counter
+) -> list:
+    """Phase 1: read and filter the units in Ray tasks, reusing those an interrupted run
+    finished; results in unit order. Tasks in flight follow the cluster's CPUs as nodes come
+    and go."""
+    import ray
+
+    from lmforge.pipeline.stages.clean.partition import FilteredPartition, filter_unit
+
+    counts["read_units"] = len(units)
+    remote = ray.remote(filter_unit).options(num_cpus=1)
+    results = []
+
+    def finished(unit: ReadUnit) -> FilteredPartition | None:
+        record = dirs.done_result(dirs.filter_marker(unit.index))
+        if record is None or not all(map(output.holds, record["files"])):
+            return None
+        counts["units_resumed"] += 1
+        return FilteredPartition(**record)
+
+    if cfg.max_docs:  # a cap in corpus order: each unit gets what the units before left over
+        for unit in units:
+            left = cfg.max_docs - sum(r.docs_in for r in results)
+            if left <= 0:
+                break
+            results += [finished(unit) or _get([remote.remote(unit, cfg, dirs, output, left)])[0]]
+    else:
+        in_flight: list = []
+        for unit in units:
+            if (result := finished(unit)) is not None:
+                results.append(result)
+                continue
+            while len(in_flight) >= 2 * _cluster_cpus():
+                done, in_flight = ray.wait(in_flight, num_returns=1)
+                results += _get(done)
+            in_flight.append(remote.remote(unit, cfg, dirs, output))
+        results += _get(in_flight)
+    for r in results:
+        counts["docs_in"] += r.docs_in
+        counts["docs_before_file_errors"] += r.docs_before_file_errors
+    counts["files_skipped"] = len({p for r in results for p in r.skipped_files})
+    return sorted(results, key=lambda r: r.index)
+
+
+def _with_line_numbers(units: list[ReadUnit]) -> list[ReadUnit]:
+    """Count the line starts of the byte ranges of big JSONL files in tasks, so each range's
+    documents get the `<file>#<line>` ids of a whole read."""
+    import ray
+
+    ranges = ranges_to_count(units)
+    if not ranges:
+        return units
+    remote = ray.remote(count_line_starts).options(num_cpus=1)
+    found = _get([remote.remote(p.path, p.start, p.end) for p in ranges])
+    return number_lines(units, {(p.path, p.start): n for p, n in zip(ranges, found, strict=True)})
+
+
+def _cluster_cpus() -> int:
+    import ray
+
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def _get(refs: list) -> list:
+    """ray.get, raising a task's own lmforge error (a bad source file) as it is."""
+    import ray
+
+    try:
+        return ray.get(refs)
+    except ray.exceptions.RayTaskError as exc:
+        if isinstance(exc.cause, LmforgeError):
+            raise exc.cause from None
+        raise
+
+
+def deduplicate(
+    cfg: DataConfig, dirs: CleanDirs, results: list, seconds: dict[str, float]
+) -> dict[str, list[dict]]:
+    """Exact, then near duplicates, as tasks over key ranges of the units' indexes on disk;
+    leaves one remove list per unit that loses documents (`pipeline/dedup/`); returns the peak
+    memory of each step's tasks (those this run ran: `task_rss_stats` of each) and adds each
+    step's wall seconds to `seconds`."""
+    import ray
+
+    from lmforge.pipeline.dedup.exact import exact_partition
+    from lmforge.pipeline.dedup.index import key_ranges
+    from lmforge.pipeline.dedup.near import band_partition
+    from lmforge.pipeline.dedup.resolve import resolve
+
+    units = [r.index for r in results]
+    total = sum(r.kept for r in results)
+    peaks: dict[str, list[dict]] = {"exact": [], "near": [], "resolve": []}
+    if not total or not (cfg.dedup.exact.enabled or cfg.dedup.near.enabled):
+        return peaks
+    ranges = key_ranges(max(1, -(-total // DEDUP_PARTITION_DOCS)))
+    work = Path(dirs.removals)
+    exact_files: list[str] = []
+    started = time.perf_counter()
+    if cfg.dedup.exact.enabled:
+        task = ray.remote(exact_partition).options(num_cpus=1)
+        exact_files = [str(work / f"exact-{p:05d}.npy") for p in range(len(ranges))]
+        found = _get(
+            [
+                task.remote(dirs.index, units, lo, hi, out, shared=dirs)
+                for (lo, hi), out in zip(ranges, exact_files, strict=True)
+                if not dirs.exists(out)  # finished by an interrupted run
+            ]
+        )
+        peaks["exact"] = found
+    seconds["exact"], started = time.perf_counter() - started, time.perf_counter()
+    edge_files: list[str] = []
+    if cfg.dedup.near.enabled:
+        task = ray.remote(band_partition).options(num_cpus=1)
+        jobs = []
+        for band in range(cfg.dedup.near.bands):
+            for p, (lo, hi) in enumerate(ranges):
+                edge_files.append(str(work / f"edges-b{band:03d}-{p:05d}.npy"))
+                if dirs.exists(edge_files[-1]):
+                    continue
+                jobs.append(
+                    task.remote(
+                        dirs.index,
+                        units,
+                        band,
+                        lo,
+                        hi,
+                        exact_files,
+                        cfg.dedup.near.threshold,
+                        edge_files[-1],
+                        shared=dirs,
+                    )
+                )
+        peaks["near"] = _get(jobs)
+    seconds["near"], started = time.perf_counter() - started, time.perf_counter()
+    marker = Path(dirs.done) / "resolve.json"
+    if dirs.done_result(marker) is None:
+        task = ray.remote(resolve).options(num_cpus=1)
+        job = task.remote(dirs.index, exact_files, edge_files, dirs.removals, shared=dirs)
+        dirs.mark_done(marker, _get([job])[0])
+    peaks["resolve"] = [dirs.done_result(marker)]
+    seconds["resolve"] = time.perf_counter() - started
+    return peaks
+
+
+@stage(name="clean", config=("data",), parse_config=parse, version="3", num_cpus=0)
+def clean(ctx: StageContext) -> dict:
+    import ray
+
+    from lmforge.pipeline.filters.base import FilterCounts
+    from lmforge.pipeline.filters.chain import dropped_by_reason, merge_chain_counts
+    from lmforge.pipeline.sources.datasheet import write_datasheet
+    from lmforge.pipeline.stages.clean.partition import split_unit
+    from lmforge.pipeline.stages.clean.shard_output import (
+        plan_shards,
+        shard_description,
+        write_shard,
+    )
+
+    cfg: DataConfig = ctx.config
+    counts: Counter = Counter()
+    read_at_start = bytes_read()
+    reset_peak_rss()  # this stage may run in a reused Ray worker
+    units = plan_units(cfg)
+    dirs = open_work_dir(ctx, plan_record(units))
+    started = time.perf_counter()
+    results = filter_all_units(cfg, dirs, ctx.output, units, counts)
+    seconds = {"filter": time.perf_counter() - started}
+    peaks = {"filter": [asdict(r) for r in results], **deduplicate(cfg, dirs, results, seconds)}
+    started = time.perf_counter()
+    task = ray.remote(split_unit).options(num_cpus=1)
+    written = {
+        r.index: finished_task(dirs, dirs.split_marker(r.index), ctx.output) for r in results
+    }
+    todo = [i for i, w in written.items() if w is None]
+    jobs = [task.remote(i, cfg, dirs, ctx.output) for i in todo]
+    written.update(zip(todo, _get(jobs), strict=True))
+    seconds["split"], started = time.perf_counter() - started, time.perf_counter()
+    plans = plan_shards(
+        {i: part["groups"] for i, part in written.items()}, max(1, int(cfg.shard_mb * 2**20))
+    )
+    task = ray.remote(write_shard).options(num_cpus=1)
+    copied = {p.name: finished_task(dirs, dirs.shard_marker(p.name), ctx.output) for p in plans}
+    todo_plans = [p for p in plans if copied[p.name] is None]
+    copied.update(
+        zip(
+            [p.name for p in todo_plans],
+            _get([task.remote(plan, dirs, ctx.output) for plan in todo_plans]),
+            strict=True,
+        )
+    )
+    peaks["shard"] = list(copied.values())
+    seconds["shard"] = time.perf_counter() - started
+    peaks["split"] = list(written.values())
+    shards = [shard_description(plan) for plan in plans]
+    ctx.add_files(
+        [e for r in results for e in r.files]
+        + [e for w in written.values() for e in w["files"]]
+        + [c["file"] for c in copied.values()]
+    )
+    dirs.remove()
+    steps = merge_chain_counts(
+        [{k: FilterCounts.from_dict(v) for k, v in r.counts.items()} for r in results]
+    )
+    reasons = dropped_by_reason(steps)
+    for part in written.values():
+        for kind, n in part["removed"].items():
+            if n:
+                reasons[kind] = reasons.get(kind, 0) + n
+    rows = {s: sum(x["rows"] for x in shards if x["split"] == s) for s in ("train", "val")}
+    docs_out = rows["train"] + rows["val"]
+    if counts["docs_in"] != docs_out + sum(reasons.values()):
+        raise RuntimeError(
+            f"document conservation broken: {counts['docs_in']} in, "
+            f"{docs_out} kept, {reasons} dropped"
+        )
+    if docs_out == 0 or rows["val"] == 0 or rows["train"] == 0:
+        raise ValueError(
+            f"the corpus is empty or a split is empty after cleaning ({counts['docs_in']} read, "
+            f"train={rows['train']}, val={rows['val']}, dropped {reasons}); check data.paths, the "
+            "filter thresholds (data.filters.*) and data.val_fraction"
+        )
+    canary_docs = 0
+    if cfg.canaries.enabled:
+        canary_docs = plant_canaries(cfg, ctx.out_dir)
+        shards.append({"file": "train-canaries.parquet", "split": "train", "rows": canary_docs})
+    # The largest dedup process's peak memory.
+    dedup_peak = max(
+        [t["peak_rss_bytes"] for step in ("exact", "near", "resolve") for t in peaks[step]],
+        default=0,
+    )
+    summary = {
+        "docs_in": counts["docs_in"],
+        "docs_out": docs_out,
+        "train_docs": rows["train"],
+        "val_docs": rows["val"],
+        "files_skipped": counts["files_skipped"],
+        "docs_before_file_errors": counts["docs_before_file_errors"],
+        "canary_docs": canary_docs,
+        "read_units": counts["read_units"],
+        # What the plan sized the read units by (compressed files at an estimated ratio).
+        "planned_read_bytes": sum(piece.size for unit in units for piece in unit.pieces),
+        "units_resumed": counts["units_resumed"],
+        "read_nodes": len({r.node_id for r in results}),
+        "coordinator_read_mb": _mb_since(read_at_start, bytes_read()),
+        "dropped_by_reason": reasons,
+        "coordinator_peak_rss_mb": round(task_peak_rss_bytes() / 2**20, 1),
+        "task_peak_rss_mb": _largest_mb(peaks, lambda t: t["peak_rss_bytes"]),
+        # The same less what the task's (reused) worker held when it started.
+        "task_rss_rise_mb": _largest_mb(
+            peaks, lambda t: t["peak_rss_bytes"] - t.get("start_rss_bytes", 0)
+        ),
+        "dedup_peak_rss_mb": round(dedup_peak / 2**20, 1),
+        # The same over the documents deduplicated: no process holds state for every document,
+        # so this falls as the corpus grows.
+        "dedup_index_bytes_per_doc": round(dedup_peak / max(1, sum(r.kept for r in results))),
+        # Wall seconds of each step in this run (a step an interrupted run finished: ~0).
+        "step_seconds": {step: round(t, 2) for step, t in seconds.items()},
+        "filters": {name: c.to_dict() for name, c in steps.items()},
+        "shards": shards,
+    }
+    write_datasheet(ctx.out_dir / "datasheet.md", cfg, summary)
+    for split in ("train", "val"):
+        ctx.tracker.log_dataset(ctx.final_dir, f"clean-{split}", ctx.key, context=split)
+    ctx.tracker.log_artifact(ctx.out_dir / "datasheet.md")
+    ctx.tracker.log_metrics(
+        {
+            "docs_in": counts["docs_in"],
+            "docs_out": docs_out,
+            **{f"dropped_{k}": v for k, v in reasons.items()},
+            **{f"step_seconds_{k}": v for k, v in seconds.items()},
+        }
+    )
+    return summary
+
+
+def finished_task(dirs: CleanDirs, marker: Path, output: ArtifactOutput) -> dict | None:
+    """What a task of an interrupted run recorded, if the artifact files it wrote (its
+    `files`, or its `file`) are all still there."""
+    record = dirs.done_result(marker)
+    if record is None:
+        return None
+    files = record["files"] if "files" in record else [record["file"]]
+    return record if all(map(output.holds, files)) else None
+
+
+def _largest_mb(tasks: dict[str, list[dict]], of) -> dict[str, float]:
+    """{step: the largest `of(task)` over the step's tasks, in MB}."""
+    return {k: round(max(map(of, v), default=0) / 2**20, 1) for k, v in tasks.items()}
+
+
+def _mb_since(start: int | None, end: int | None) -> float | None:
+    return None if start is None or end is None else round((end - start) / 2**20, 3)
+
+
+def plant_canaries(cfg: DataConfig, out_dir: Path) -> int:
+    """Write each canary `repeats` times as train documents; record them for `harm`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lmforge.pipeline.probes.memorisation import canaries_to_records, make_canaries
+    from lmforge.pipeline.sources.parquet_shards import SCHEMA
+
+    c = cfg.canaries
+    canaries = make_canaries(c.per_repeat, c.seed, repeats=tuple(c.repeats), digits=c.digits)
+    rows = [
+        {
+            "id": f"canary/{k.secret}/{copy}",
+            "text": k.text,
+            "source": "canary",
+            "meta": "{}",
+            "n_chars": len(k.text),
+            "lang": "",
+            "split": "train",
+        }
+        for k in canaries
+        for copy in range(k.repeats)
+    ]
+    pq.write_table(
+        pa.Table.from_pylist(rows, schema=SCHEMA),
+        out_dir / "train-canaries.parquet",
+        compression="zstd",
+    )
+    (out_dir / "canaries.json").write_text(json.dumps(canaries_to_records(canaries), indent=2))
+    return len(rows)

@@ -1,0 +1,77 @@
+"""`train_tokenizer`: byte-level BPE on a hash-chosen sample of the clean train split, streamed.
+
+`tokenizer.sample_bytes` bounds the text the trainer sees, and so its memory: HF BPE keeps every
+distinct pre-token and pair of its input. Documents are chosen by a hash of their id
+(`lmforge.pipeline.sources.hash_sample`), so a rerun trains on the same text and writes a
+byte-identical `tokenizer.json`, however the clean split is sharded. Words seen fewer than
+`tokenizer.min_word_count` times in the sample are left out of BPE (`lmforge.tokenizer.train`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from itertools import islice
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from lmforge.pipeline.engine.stage import StageContext, stage
+from lmforge.pipeline.sources.hash_sample import HashSample, SampleStats
+from lmforge.pipeline.sources.parquet_shards import iter_texts
+from lmforge.pipeline.typed_config import from_mapping
+from lmforge.tokenizer.config import TokenizerConfig
+from lmforge.tokenizer.train import TrainingWords
+
+STATS_DOCS = 2000
+"""Validation documents used for the compression statistics."""
+EXCLUDED_SOURCES = ("canary",)
+"""Planted canaries stay out of the vocabulary: a secret learned as one token would look
+memorised to the exposure probe without being memorised."""
+
+
+TRAINING_KEYS = tuple(f"tokenizer.{f.name}" for f in fields(TokenizerConfig))
+"""The `tokenizer` settings this stage reads (and its key covers): not `tokenizer.shard_mb`,
+which only sizes `tokenize`'s shards, so resizing shards does not retrain the tokenizer."""
+
+
+def parse(sections: dict) -> TokenizerConfig:
+    """`TokenizerConfig` from {"tokenizer.<field>": value} (the paths of TRAINING_KEYS)."""
+    values = {path.removeprefix("tokenizer."): value for path, value in sections.items()}
+    return from_mapping(TokenizerConfig, values, "tokenizer")
+
+
+def train_on_sample(
+    clean_dir: Path, cfg: TokenizerConfig
+) -> tuple[Tokenizer, SampleStats, TrainingWords]:
+    """BPE trained on about `cfg.sample_bytes` of the train split (all of it for 0), what was
+    sampled, and how many distinct words the sample held and BPE kept."""
+    from lmforge.tokenizer.train import train_bpe_counted
+
+    sample = HashSample(clean_dir, "train", cfg.sample_bytes, exclude_sources=EXCLUDED_SOURCES)
+    tok, words = train_bpe_counted(sample, cfg)
+    return tok, sample.stats(), words
+
+
+@stage(
+    name="train_tokenizer",
+    inputs=("clean",),
+    config=TRAINING_KEYS,
+    parse_config=parse,
+    version="3",
+    num_cpus=1,
+)
+def train_tokenizer(ctx: StageContext) -> dict:
+    from lmforge.tokenizer.io import save_tokenizer
+    from lmforge.tokenizer.stats import tokenizer_stats
+
+    clean_dir = ctx.input("clean")
+    tok, sampled, words = train_on_sample(clean_dir, ctx.config)
+    save_tokenizer(tok, ctx.out_dir, model_max_length=1 << 20)
+    stats = tokenizer_stats(tok, islice(iter_texts(clean_dir, "val"), STATS_DOCS))
+    summary = {
+        **sampled.to_summary(),
+        **words.to_summary(),
+        **{f"val_{k}": v for k, v in stats.items()},
+    }
+    ctx.tracker.log_metrics(summary)
+    return summary

@@ -1,0 +1,203 @@
+"""The artifact store: `<workdir>/store/<stage>/<key>/`, committed atomically.
+
+A stage and its tasks (on any node: the store path is shared) write into a temporary directory
+beside the artifact's final place, `.tmp-<key>`; each file written through `ctx.output`
+(`artifact_output`) comes with its manifest entry, computed while it was written. The commit
+writes `manifest.json` from those entries (hashing only the files the stage wrote without one),
+fsyncs and renames the directory into place. A directory without a manifest does not exist as far
+as the pipeline is concerned, so nothing half-written is ever read. A cache hit is checked against
+its manifest (`verify`) before it is reused. Temporary directories record their owner and are
+swept only when it is dead (see `temporaries`); one marked resumable by its stage is kept, and the
+next run of the same key continues in it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from lmforge.pipeline.errors import ArtifactError
+from lmforge.pipeline.storage import temporaries
+from lmforge.pipeline.storage.artifact_output import ArtifactOutput
+from lmforge.pipeline.storage.durable import durable_replace, file_sha256, fsync_dir, fsync_tree
+from lmforge.pipeline.storage.file_entries import DEFAULT_BLOCK_BYTES, describe_file
+from lmforge.pipeline.storage.integrity import MANIFEST, check_local_files, size_problem
+from lmforge.pipeline.storage.settings import StoreSettings
+
+__all__ = ["MANIFEST", "ArtifactStore", "describe_files", "file_sha256", "open_store"]
+
+ENGINE_FILES = (MANIFEST, temporaries.OWNER_FILE, temporaries.RESUMABLE_MARKER)
+"""Files of a temporary directory that are the engine's, never part of the artifact."""
+
+
+def is_partial(path: Path) -> bool:
+    """A file still being written (`artifact_output` writes `.<name>.partial-*`)."""
+    return path.name.startswith(".") and ".partial-" in path.name
+
+
+def describe_files(
+    root: Path, known: dict[str, dict] | None = None, block_bytes: int = DEFAULT_BLOCK_BYTES
+) -> list[dict[str, Any]]:
+    """The manifest entries of every file under `root`, sorted: those in `known` (entries the
+    writers computed) as given, after a size check; the others read and hashed."""
+    known = dict(known or {})
+    files = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        if rel in ENGINE_FILES or is_partial(path):
+            continue
+        entry = known.pop(rel, None)
+        if entry is None:
+            files.append(describe_file(path, rel, block_bytes))
+            continue
+        problem = size_problem(Path(rel), path.stat().st_size, entry)
+        if problem:
+            raise ArtifactError(f"{root}: {problem}: a task's file changed after it was written")
+        files.append(entry)
+    if known:
+        raise ArtifactError(f"{root}: {sorted(known)[0]} was reported written but is missing")
+    return files
+
+
+class ArtifactStore:
+    """Committed artifacts by stage and cache key."""
+
+    def __init__(self, root: str | Path, block_bytes: int = DEFAULT_BLOCK_BYTES) -> None:
+        self.root = Path(root)
+        self.block_bytes = block_bytes
+
+    def path(self, stage: str, key: str) -> Path:
+        return self.root / stage / key
+
+    def manifest(self, stage: str, key: str) -> dict[str, Any] | None:
+        """The manifest of a committed artifact, or None when there is none."""
+        path = self.path(stage, key) / MANIFEST
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ArtifactError(
+                f"corrupt manifest {path}: {exc}; delete {path.parent} to recompute it"
+            ) from exc
+
+    def exists(self, stage: str, key: str) -> bool:
+        return self.manifest(stage, key) is not None
+
+    def verify(self, stage: str, key: str, *, full: bool = False) -> str | None:
+        """None when the committed artifact's files match its manifest, else what is wrong.
+
+        Sizes always; sha256 with `full` or for files modified after the manifest.
+        """
+        manifest = self.manifest(stage, key)
+        if manifest is None:
+            return "no manifest"
+        try:
+            return check_local_files(self.path(stage, key), manifest, full=full)
+        except ArtifactError as exc:
+            return str(exc)
+
+    def begin(self, stage: str, key: str) -> Path:
+        """The temporary directory where the stage writes its artifact, claimed by us: the one a
+        dead run of the same key marked resumable, else a fresh one."""
+        tmp = self.root / stage / f".tmp-{key}"
+        if tmp.is_dir():
+            if temporaries.held_by_live_owner(tmp):  # another run of the same key: keep away
+                tmp = tmp.with_name(f"{tmp.name}-{uuid.uuid4().hex[:8]}")
+            elif not _resumable(tmp):
+                shutil.rmtree(tmp)
+        tmp.mkdir(parents=True, exist_ok=True)
+        temporaries.claim(tmp)
+        return tmp
+
+    def output(self, tmp: Path) -> ArtifactOutput:
+        """Where the stage's tasks write the artifact's files: `tmp` itself (a shared path)."""
+        return ArtifactOutput(str(tmp), self.block_bytes)
+
+    def commit(
+        self,
+        tmp: Path,
+        stage: str,
+        key: str,
+        manifest: dict[str, Any],
+        entries: list[dict[str, Any]] = (),
+    ) -> Path:
+        """Write the manifest last, fsync everything and rename `tmp` into place.
+
+        `entries`: manifest entries of the files the tasks wrote (`ctx.add_files`); only the
+        other files are read to hash them. An existing committed artifact is never overwritten
+        silently: it is moved to `<stage>/.replaced/<key>-<time>/` first (a rerun, or a cached
+        copy found corrupt).
+        """
+        final = self.path(stage, key)
+        temporaries.release(tmp)
+        (tmp / temporaries.RESUMABLE_MARKER).unlink(missing_ok=True)
+        for partial in [p for p in tmp.rglob(".*.partial-*") if p.is_file()]:
+            partial.unlink()  # a task's unfinished file: never part of the artifact
+        known = {e["path"]: e for e in entries}
+        manifest = dict(manifest, files=describe_files(tmp, known, self.block_bytes))
+        manifest_tmp = tmp / (MANIFEST + ".tmp")
+        manifest_tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
+        os.replace(manifest_tmp, tmp / MANIFEST)
+        fsync_tree(tmp)
+        if final.exists():
+            if (final / MANIFEST).is_file():
+                stamp = time.strftime("%Y%m%d-%H%M%S")
+                replaced = self.root / stage / ".replaced" / f"{key}-{stamp}-{uuid.uuid4().hex[:4]}"
+                replaced.parent.mkdir(parents=True, exist_ok=True)
+                durable_replace(final, replaced)
+            else:
+                shutil.rmtree(final)  # a directory without a manifest does not exist
+        durable_replace(tmp, final)
+        fsync_dir(self.root)
+        return final
+
+    def local_path(self, stage: str, key: str) -> Path:
+        """Where a committed artifact is readable on this node."""
+        return self.path(stage, key)
+
+    def open_input(self, stage: str, key: str, manifest: dict[str, Any] | None = None) -> Path:
+        """A committed artifact for a stage to read: its directory, read in place."""
+        return self.materialize(stage, key)
+
+    def materialize(self, stage: str, key: str) -> Path:
+        """The local directory of a committed artifact (it already is local here)."""
+        path = self.path(stage, key)
+        if not (path / MANIFEST).is_file():
+            raise ArtifactError(f"{path} has no manifest: not a committed artifact")
+        return path
+
+    def check(self) -> None:
+        """Nothing to reach: the store is a local directory."""
+
+    def abort(self, tmp: Path) -> None:
+        """Remove a temporary directory after a failure (only a killed run leaves one behind)."""
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def sweep_temporaries(self) -> int:
+        """Remove temporary directories whose owner is dead (see `temporaries`); how many."""
+        if not self.root.is_dir():
+            return 0
+        return temporaries.sweep(self.root.glob("*/.tmp-*"))
+
+
+def _resumable(tmp: Path) -> bool:
+    return (tmp / temporaries.RESUMABLE_MARKER).exists()
+
+
+def open_store(store_uri: str | None, workdir: Path, settings: StoreSettings | None = None):
+    """The local store under the workdir, or a remote one (s3://...) read through the node
+    cache."""
+    settings = settings or StoreSettings.defaults(workdir)
+    if not store_uri:
+        return ArtifactStore(workdir / "store", settings.block_bytes)
+    if "://" not in store_uri:
+        return ArtifactStore(Path(store_uri).expanduser(), settings.block_bytes)
+    from lmforge.pipeline.storage.bucket_artifact_store import RemoteArtifactStore
+
+    return RemoteArtifactStore(store_uri, settings.cache, settings.block_bytes)
