@@ -15,7 +15,7 @@ from typing import Any
 
 from lmforge.pipeline.config import section
 from lmforge.pipeline.engine.dag import Dag
-from lmforge.pipeline.engine.keys import cache_key
+from lmforge.pipeline.engine.keys import cache_key, without_unkeyed
 from lmforge.pipeline.engine.stage import StageSpec
 from lmforge.pipeline.errors import ConfigError, LmforgeError
 from lmforge.pipeline.storage.artifact_store import ArtifactStore
@@ -67,7 +67,7 @@ def make_plan(
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"bad config for stage {name!r}: {exc}") from exc
         input_keys = {upstream: plan.stages[upstream].key for upstream in spec.inputs}
-        key = cache_key(name, spec.version, sections, input_keys)
+        key = cache_key(name, spec.version, without_unkeyed(sections, spec.unkeyed), input_keys)
         cached = (
             name not in force
             and _usable(store, name, key, verify)

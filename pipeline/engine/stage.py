@@ -49,6 +49,10 @@ class StageSpec:
     covers: Callable[[dict[str, Any], Any], bool] | None = None
     """Whether a committed artifact (its summary) covers the typed config; when it does not, the
     stage runs again under the same key and writes a larger artifact that starts the same."""
+    unkeyed: Mapping[str, Any] = field(default_factory=dict)
+    """Config keys the stage gained after its keys were first written, each with the value that
+    keeps its earlier behaviour: at that value a key stays out of the cache key
+    (`keys.without_unkeyed`), so adding it changes no existing key."""
 
 
 @dataclass(slots=True)
@@ -124,6 +128,7 @@ def stage(
     cpus_of: Callable[[Any], float] | None = None,
     sizing: tuple[str, ...] = (),
     covers: Callable[[dict[str, Any], Any], bool] | None = None,
+    unkeyed: Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[[StageContext], dict]], Callable[[StageContext], dict]]:
     """Declare a stage function and register it under `name` (see `StageSpec`)."""
 
@@ -140,6 +145,7 @@ def stage(
             cpus_of=cpus_of,
             sizing=tuple(sizing),
             covers=covers,
+            unkeyed=dict(unkeyed or {}),
         )
         return fn
 

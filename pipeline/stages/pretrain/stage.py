@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from lmforge.model.config import ModelConfig
-from lmforge.pipeline.engine.keys import cache_key
+from lmforge.pipeline.engine.keys import cache_key, without_unkeyed
 from lmforge.pipeline.engine.stage import StageContext, stage
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.schedule import rate_depends_on_max_steps
@@ -38,6 +38,10 @@ def parse(sections: dict) -> PretrainConfig:
         )
     return PretrainConfig(model=model, train=train)
 
+
+UNKEYED: dict[str, object] = {}
+"""`model.*` and `train.*` keys added after 0.1.0, at the value that trains as 0.1.0 did: left
+out of the cache key and the lineage there (see `StageSpec.unkeyed`)."""
 
 TRAJECTORY_NEUTRAL = (
     "max_steps",
@@ -75,9 +79,8 @@ def lineage_of(model: ModelConfig, train: TrainConfig, input_keys: dict[str, str
     settings = asdict(train)
     for name in trajectory_neutral(train):
         settings.pop(name, None)
-    return cache_key(
-        "pretrain-lineage", "1", {"model": asdict(model), "train": settings}, input_keys
-    )
+    config = without_unkeyed({"model": asdict(model), "train": settings}, UNKEYED)
+    return cache_key("pretrain-lineage", "1", config, input_keys)
 
 
 def lineage_key(ctx: StageContext) -> str:
@@ -92,6 +95,7 @@ def lineage_key(ctx: StageContext) -> str:
     config=("model", "train"),
     parse_config=parse,
     version="1",
+    unkeyed=UNKEYED,
     num_cpus=0,  # it drives Ray Train workers, which hold the CPUs
 )
 def pretrain(ctx: StageContext) -> dict:
