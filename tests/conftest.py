@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from collected_ids import record_collected
 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -86,6 +87,7 @@ def pytest_collection_modifyitems(config, items):
 
     The order: `NODE_WIDE`, then `LONGEST_FIRST`, the other slow files, the rest; parallel
     workers take the work units in this order (`--no-loadscope-reorder`)."""
+    record_collected(config, items)  # before `-m` and `-k` deselect: the suite's ids
     tests = Path(__file__).resolve().parent
     rank: dict[str, int] = {}  # per work unit, so that a file's tests stay together
     for item in items:
