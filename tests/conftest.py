@@ -33,7 +33,6 @@ NODE_WIDE = (
     "tests/integration/test_s3_store.py",
     "tests/integration/test_remote_checkpoints.py",
     "tests/integration/test_bucket_shards.py",
-    "tests/fault/test_bucket_resume.py",
 )
 """Test files that use what the whole machine shares: `make test`'s parallel workers run them on
 one worker, one at a time."""
