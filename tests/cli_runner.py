@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -104,15 +105,21 @@ def in_process_ray() -> Iterator[None]:
         shutdown_ray()
 
 
+RAY_WORKER_LINE = re.compile(r"^(\x1b\[[0-9;]*m)?\([^)]*pid=\d+")
+"""A line a Ray worker printed, as Ray's log monitor forwards it to this process's stdout."""
+
+
 def status(workdir: Path) -> dict[str, dict]:
-    """`lmforge status --json`: each stage's entry of the workdir's latest pipeline run."""
+    """`lmforge status --json`: each stage's entry of the workdir's latest pipeline run (the
+    lines of a Ray runtime this process still holds, forwarded meanwhile, left out)."""
     from lmforge.pipeline.cli.main import main
 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         code = main(["status", "--json", f"workdir={workdir}"])
     assert code == 0, f"lmforge status workdir={workdir} exited {code}"
-    return {entry["stage"]: entry for entry in json.loads(printed.getvalue())}
+    lines = [line for line in printed.getvalue().splitlines() if not RAY_WORKER_LINE.match(line)]
+    return {entry["stage"]: entry for entry in json.loads("\n".join(lines))}
 
 
 def summary(workdir: Path, stage: str) -> dict:

@@ -30,7 +30,6 @@ NODE_WIDE = (
     "tests/integration/test_multinode_pretrain.py",
     "tests/integration/test_clean_node_join.py",
     # the node-local staging of checkpoints under a bucket URI that another of them also uses
-    "tests/integration/test_s3_store.py",
     "tests/integration/test_remote_checkpoints.py",
     "tests/integration/test_bucket_shards.py",
 )
@@ -40,9 +39,9 @@ one worker, one at a time."""
 NODE_WIDE_UNIT = "node-wide"
 """The one work unit of all of `NODE_WIDE`."""
 
-LONGEST_FIRST = ("tests/integration/test_tiny_pipeline.py",)
-"""The longest file outside `NODE_WIDE`: a parallel run starts it at once, so that it is not
-left running alone at the end."""
+LONGEST_FIRST = ("tests/fault/test_resume_matrix.py", "tests/integration/test_tiny_pipeline.py")
+"""The longest files outside `NODE_WIDE`: a parallel run starts them first, so that none is left
+running alone at the end."""
 
 
 def work_unit(nodeid: str) -> str:

@@ -8,7 +8,8 @@ the same global batch and seed) or its own uninterrupted twin: the same loss at 
   next run continues from the newest checkpoint whose shards match its marker;
 - a finished run on 2 workers under ZeRO-1 (the demo's layout) continues on 1 worker under
   ZeRO-3; that worker SIGKILLed, the run continues on 2 workers under ZeRO-1 again;
-- checkpoints in a bucket, the newest without its marker: each rank fetches only its shards;
+- the reference's checkpoints in a bucket, the newest without its marker: each rank fetches
+  only its own shards of the one before;
 - `train.compile` and `train.precision=bf16`, the GPU-only branches on CPU: a run whose
   max_steps is raised continues from the checkpoint the first one wrote.
 
@@ -38,7 +39,6 @@ from lmforge.pipeline.training.checkpoint.consolidated import MARKER, latest_val
 from lmforge.pipeline.training.checkpoint.shard_format import LAYOUT_FILE, shard_names
 from lmforge.pipeline.training.driver import PretrainingError
 from lmforge.pipeline.training.fault import FaultInjection
-from lmforge.pipeline.training.trainer import PG_CLEANER_ENV, RESOURCE_REQUESTS_ENV
 
 pytestmark = pytest.mark.integration
 
@@ -54,14 +54,13 @@ def bucket(s3_module) -> tuple[dict, object, str]:
 
 @pytest.fixture(scope="module")
 def ray_session(bucket):
-    """A local runtime as the pipeline's (Ray Train asks no autoscaling coordinator and starts
-    no placement-group cleaner: there is no dashboard for it to poll), whose workers and this
-    process reach the bucket."""
+    """A local runtime with the settings of the pipeline's (`ray_runtime.LOCAL_DEFAULTS`: Ray
+    Train asks no autoscaling coordinator and starts no preemption watcher, nor, without a
+    dashboard to poll, a placement-group cleaner), whose workers and this process reach the
+    bucket."""
     env, _, _ = bucket
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(RESOURCE_REQUESTS_ENV, LOCAL_DEFAULTS[RESOURCE_REQUESTS_ENV])
-        patch.setenv(PG_CLEANER_ENV, WITHOUT_DASHBOARD_DEFAULTS[PG_CLEANER_ENV])
-        for name, value in env.items():
+        for name, value in {**LOCAL_DEFAULTS, **WITHOUT_DASHBOARD_DEFAULTS, **env}.items():
             patch.setenv(name, value)
         ray.init(
             address="local",
@@ -81,9 +80,11 @@ def runs(tmp_path_factory, ray_session) -> Runs:
 
 
 @pytest.fixture(scope="module")
-def reference(runs) -> dict:
-    """The uninterrupted run of BASE: 2 workers, ZeRO-2, 12 steps, a checkpoint every 4."""
-    return runs.train("reference", BASE)
+def reference(runs, bucket) -> dict:
+    """The uninterrupted run of BASE: 2 workers, ZeRO-2, 12 steps, a checkpoint every 4, which
+    it writes to the bucket."""
+    _, _, root = bucket
+    return runs.train("reference", BASE, checkpoint_dir=f"{root}/reference")
 
 
 def _layout(step_dir) -> tuple[int, int]:
@@ -210,23 +211,21 @@ def test_a_run_continues_on_another_number_of_workers_and_zero_stage_finished_or
     assert not _actors_of_class("_AutoscalingCoordinatorActor")
 
 
-def test_two_ranks_on_one_node_resume_from_the_bucket(runs, bucket):
-    # Each rank uploads its own shards; on resume each downloads only its own into a staging
+def test_two_ranks_on_one_node_resume_from_the_bucket(runs, reference, bucket):
+    # Each rank uploaded its own shards; on resume each downloads only its own into a staging
     # directory of its own, and removes them once loaded.
     _, client, root = bucket
-    uri = f"{root}/two-ranks"
-    cfg = train_config(max_steps=8, zero_stage=3)
-    uninterrupted = runs.train("bucket", cfg, checkpoint_dir=uri)
-    assert uninterrupted["checkpoint_path"] == f"{uri}/step_000008"
-    prefix = f"{uri.removeprefix('s3://lmforge/')}/step_000004/"
+    uri = f"{root}/reference"
+    assert reference["checkpoint_path"] == f"{uri}/step_000012"
+    prefix = f"{uri.removeprefix('s3://lmforge/')}/step_000008/"
     keys = {o["Key"] for o in client.list_objects_v2(Bucket="lmforge", Prefix=prefix)["Contents"]}
     assert {prefix + name for r in (0, 1) for name in shard_names(r, 2)} <= keys
 
-    # As if the save of step 8 had died before its marker: the next run resumes from step 4.
-    client.delete_object(Bucket="lmforge", Key=prefix.replace("04/", "08/") + MARKER)
-    resumed = runs.train("bucket-resumed", cfg, checkpoint_dir=uri)
-    assert resumed["resumed_from_step"] == 4 and resumed["world_size"] == 2
-    assert_same_losses(resumed["losses"], uninterrupted["losses"])
+    # As if the save of step 12 had died before its marker: the next run resumes from step 8.
+    client.delete_object(Bucket="lmforge", Key=prefix.replace("08/", "12/") + MARKER)
+    resumed = runs.train("bucket-resumed", BASE, checkpoint_dir=uri)
+    assert resumed["resumed_from_step"] == 8 and resumed["world_size"] == 2
+    assert_same_losses(resumed["losses"], reference["losses"])
     assert not list(local_staging(uri).glob("rank-*")), "each rank removed its own downloads"
 
 

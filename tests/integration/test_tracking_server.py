@@ -1,8 +1,8 @@
-"""Against a real `mlflow server` on 127.0.0.1: lineage lands there; an unreachable server or a
-run left RUNNING by a killed driver are handled.
+"""Against a real `mlflow server` on 127.0.0.1: lineage lands there; an unreachable server is one
+clear error. (A run left RUNNING by a killed driver: tests/integration/test_tiny_pipeline.py.)
 
-The runs call the CLI in this process (`main(argv)`), on one Ray runtime; the unreachable server
-is met by an `lmforge` process of its own, as a user meets it."""
+The run calls the CLI in this process (`main(argv)`); the unreachable server is met by an
+`lmforge` process of its own, as a user meets it."""
 
 from __future__ import annotations
 
@@ -22,24 +22,12 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def one_ray_runtime(tmp_path_factory):
-    """The local runtime of the module's runs, started before a test puts a server's address in
-    this process's environment: its workers do not inherit one test's server."""
-    from lmforge.pipeline.cluster.ray_runtime import ensure_ray
-
-    with in_process_ray():
-        ensure_ray(None, workdir=tmp_path_factory.mktemp("ray"))
-        yield
-
-
-def test_stage_runs_are_tracked_in_a_real_mlflow_server(
-    mlflow_server, workdir, monkeypatch, one_ray_runtime
-):
+def test_stage_runs_are_tracked_in_a_real_mlflow_server(mlflow_server, workdir, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
-    lmforge_here(
-        "run", "--until", "train_tokenizer", *small_corpus(workdir.parent), f"workdir={workdir}"
-    )
+    with in_process_ray():
+        lmforge_here(
+            "run", "--until", "train_tokenizer", *small_corpus(workdir.parent), f"workdir={workdir}"
+        )
     states = status(workdir)
     mlflow = client(mlflow_server)
     for name in ("clean", "train_tokenizer"):
@@ -62,15 +50,3 @@ def test_an_unreachable_tracking_server_is_one_clear_error(workdir):
     assert proc.returncode != 0
     last = proc.stdout.strip().splitlines()[-1]
     assert last.startswith("lmforge: error: cannot reach the MLflow tracking server")
-
-
-def test_runs_left_running_by_a_killed_driver_become_killed_on_the_next_invocation(
-    workdir, one_ray_runtime
-):
-    corpus = small_corpus(workdir.parent)
-    lmforge_here("run", "--until", "clean", *corpus, f"workdir={workdir}")
-    mlflow = client(f"sqlite:///{workdir / 'mlflow.db'}")
-    experiment = mlflow.get_experiment_by_name("lmforge").experiment_id
-    orphan = mlflow.create_run(experiment, run_name="clean").info.run_id  # as a SIGKILL leaves it
-    lmforge_here("run", "--until", "clean", *corpus, f"workdir={workdir}")
-    assert mlflow.get_run(orphan).info.status == "KILLED"
