@@ -60,6 +60,15 @@ check: $(DEV_STAMP)
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(MKDOCS)
+
+# The documentation site (mkdocs, material theme) into site/. Strict: a link to a missing page
+# or anchor fails the build, here and in `make lint`. (No --quiet: it hides those failures.)
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+.PHONY: docs
+docs: $(DEV_STAMP)
+	$(MKDOCS)
 
 format: $(DEV_STAMP)
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
