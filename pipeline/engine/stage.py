@@ -1,4 +1,5 @@
-"""The stage contract (DESIGN.md): a declared function from a context to a summary dict.
+"""The stage contract (docs/architecture.md, "The stage contract"): a declared function from a
+context to a summary dict.
 
 A stage module under `pipeline/stages/` declares itself with `@stage(...)`; the engine owns Ray,
 MLflow, the temporary directory, the atomic commit, the manifest and the cache.
