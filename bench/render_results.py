@@ -67,7 +67,6 @@ HEADLINE = {
         "worst.top_p_word_distinct_2",
     ),
     "greedy_loops": ("greedy_loop_rate", "greedy_loop_prompts"),
-    "minimal_pair_margins": ("counts.right", "counts.sure_right", "counts.sure_wrong"),
     "gpu_train": ("ratio", "mfu", "eager_ratio", "zero2_ratio", "async_stall_share", "save_s"),
     "checkpoint_scale": (
         "save_rss_rise_mb",
@@ -167,6 +166,12 @@ def _format(value) -> str:
 
 def figures(result: dict) -> str:
     """The result's headline keys as `key value` pairs (every scalar key for an unknown bench)."""
+    if result["bench"] == "minimal_pair_margins":  # counts per workdir scored
+        return "; ".join(
+            f"{workdir}: right {c['right']}, sure_right {c['sure_right']}, "
+            f"sure_wrong {c['sure_wrong']}"
+            for workdir, c in result.get("counts", {}).items()
+        )
     keys = HEADLINE.get(result["bench"])
     if keys is None:
         skip = {"bench", "unit", "machine", "date", "command", "note"}
