@@ -59,12 +59,13 @@ check: $(DEV_STAMP)
 	$(BIN)/python -m pytest -q -rs -m "not slow" --durations=15 tests
 
 # ruff, then the architecture's checks (each prints one line per breach; tests/unit/infra tests
-# them): the import contracts and the layout's limits.
+# them): the import contracts, the layout's limits, the dependencies as declared.
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python tests/import_contracts.py
 	$(BIN)/python tests/layout_limits.py
+	$(BIN)/python tests/declared_dependencies.py
 
 format: $(DEV_STAMP)
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
