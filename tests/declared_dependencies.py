@@ -38,6 +38,8 @@ DEV_UNIMPORTED = {
     "lm-eval": "lm-evaluation-harness, run as `python -m lm_eval` by test_lm_eval_interop",
     "psycopg": "the PostgreSQL driver MLflow's server loads (test_mlflow_postgres)",
     "flask-wtf": "MLflow's auth app loads it (test_mlflow_postgres)",
+    "mkdocs": "the docs site's builder, run as a command by `make docs` and `make lint`",
+    "mkdocs-material": "the docs site's theme, which mkdocs loads by name",
 }
 """`dev` dependencies that no test or bench imports, each with why it is declared."""
 

@@ -65,11 +65,13 @@ class Violation:
     path: Path
     line: int
     detail: str = ""
+    action: str = "imports"
+    """What the importer does to `imported`: imports it, or changes it (sys.path)."""
 
     def describe(self, repo: Path = REPO) -> str:
         where = f"{_shown(self.path, repo)}:{self.line}"
         detail = f" ({self.detail})" if self.detail else ""
-        return f"{where}: {self.importer} imports {self.imported}: {self.contract}{detail}"
+        return f"{where}: {self.importer} {self.action} {self.imported}: {self.contract}{detail}"
 
 
 def violations(repo: Path = REPO) -> list[Violation]:
@@ -119,7 +121,7 @@ def bench_uses(modules: dict[str, Module], imports: list[Import], repo: Path) ->
     ]
     for module in modules.values():
         found += [
-            Violation(NO_BENCH, c.module, "sys.path", c.path, c.line, "changes sys.path")
+            Violation(NO_BENCH, c.module, "sys.path", c.path, c.line, action="changes")
             for c in path_changes(module)
         ]
     return found
