@@ -54,6 +54,11 @@ class StageSpec:
     """Config keys the stage gained after its keys were first written, each with the value that
     keeps its earlier behaviour: at that value a key stays out of the cache key
     (`keys.without_unkeyed`), so adding it changes no existing key."""
+    local_check: Callable[[Any], None] | None = None
+    """Checks the typed config before MLflow or Ray start, when the stage is to run on a local
+    runtime (no Ray address: this machine's files are the workers'); raises what the stage
+    would raise once started (clean: a data path that matches no file). A cluster's stage
+    checks on the cluster."""
 
 
 @dataclass(slots=True)
@@ -130,6 +135,7 @@ def stage(
     sizing: tuple[str, ...] = (),
     covers: Callable[[dict[str, Any], Any], bool] | None = None,
     unkeyed: Mapping[str, Any] | None = None,
+    local_check: Callable[[Any], None] | None = None,
 ) -> Callable[[Callable[[StageContext], dict]], Callable[[StageContext], dict]]:
     """Declare a stage function and register it under `name` (see `StageSpec`)."""
 
@@ -147,6 +153,7 @@ def stage(
             sizing=tuple(sizing),
             covers=covers,
             unkeyed=dict(unkeyed or {}),
+            local_check=local_check,
         )
         return fn
 

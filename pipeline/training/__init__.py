@@ -3,8 +3,8 @@
 Read in this order:
 - `config.TrainConfig`: the typed `train` config group;
 - `driver.run_pretraining`: starts the Ray Train run and exports the final weights;
-- `job.train_loop_per_worker`: what every worker runs, `worker.WorkerRun` (resume, loop,
-  checkpoints, logging);
+- `worker_entry.train_loop_per_worker`: what every worker runs with its `job.TrainingJob`,
+  `worker.WorkerRun` (resume, loop, checkpoints, logging);
 - `train_step`: the DeepSpeed engine and one optimizer step; `schedule`: the learning rate;
 - `sampler`: which windows each worker reads (one global order, independent of world size);
   `sample_index`: that order built once on disk and memory-mapped (the `sample_index` stage);

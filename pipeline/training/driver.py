@@ -1,8 +1,8 @@
 """Run distributed pretraining on a Ray cluster: `run_pretraining`, called by the pretrain stage.
 
 It assumes Ray is initialised. It starts a Ray Train `TorchTrainer` whose workers run
-`job.train_loop_per_worker`, waits for it, and writes the final weights of the last checkpoint
-as a model directory in `out_dir` (model.safetensors + config.json, loadable with
+`worker_entry.train_loop_per_worker`, waits for it, and writes the final weights of the last
+checkpoint as a model directory in `out_dir` (model.safetensors + config.json, loadable with
 `lmforge.model.weights.load_model_dir`), and the Hugging Face export when asked, in a Ray task on
 this node that streams them out of the sharded checkpoint (`export`). Ray Train reports where
 that checkpoint lives, so rank 0 may run on any node; the per-step losses come back in the
@@ -36,8 +36,9 @@ from lmforge.pipeline.training.checkpoint.ray_checkpoint import pointed_location
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.export import HFExport, export_checkpoint
 from lmforge.pipeline.training.fault import FaultInjection
-from lmforge.pipeline.training.job import TrainingJob, train_loop_per_worker
+from lmforge.pipeline.training.job import TrainingJob
 from lmforge.pipeline.training.trainer import PipelineTrainer
+from lmforge.pipeline.training.worker_entry import train_loop_per_worker
 
 
 def _location(directory: str | os.PathLike) -> str | os.PathLike:

@@ -23,6 +23,7 @@ from lmforge.pipeline.cluster.process_stats import bytes_read, reset_peak_rss, t
 from lmforge.pipeline.engine.stage import StageContext, stage
 from lmforge.pipeline.errors import LmforgeError
 from lmforge.pipeline.sources.config import DataConfig
+from lmforge.pipeline.sources.files import check_paths_match
 from lmforge.pipeline.sources.read_plan import (
     ReadUnit,
     count_line_starts,
@@ -47,6 +48,12 @@ their memory stays the same however big the corpus is."""
 
 def parse(sections: dict) -> DataConfig:
     return from_mapping(DataConfig, sections["data"], "data")
+
+
+def check_paths(cfg: DataConfig) -> None:
+    """A run on a local runtime fails on a data path that matches no file before it starts
+    anything (`StageSpec.local_check`)."""
+    check_paths_match(list(cfg.paths))
 
 
 def plan_units(cfg: DataConfig) -> list[ReadUnit]:
@@ -200,7 +207,14 @@ def deduplicate(
     return peaks
 
 
-@stage(name="clean", config=("data",), parse_config=parse, version="3", num_cpus=0)
+@stage(
+    name="clean",
+    config=("data",),
+    parse_config=parse,
+    version="3",
+    num_cpus=0,
+    local_check=check_paths,
+)
 def clean(ctx: StageContext) -> dict:
     import ray
 
