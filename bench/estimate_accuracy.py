@@ -25,18 +25,14 @@ from pathlib import Path
 import estimate_cases
 
 from lmforge.pipeline.estimate.calibrate import fit
-from lmforge.pipeline.estimate.cost_model import (
-    cost_models,
-    load_coefficients,
-    shipped_coefficients,
-)
+from lmforge.pipeline.estimate.cost_model import load_coefficients, shipped_coefficients
 from lmforge.pipeline.estimate.prediction import predict
+from lmforge.pipeline.estimate.stage_costs import cost_models
 
 
 def predicted(sample: dict, coefficients: dict) -> tuple[float, float]:
     """(wall seconds, largest measured process's MB) the fitted model gives for a sample."""
-    module = cost_models()[sample["stage"]]
-    cost = module.cost(sample["size"])
+    cost = cost_models()[sample["stage"]].cost(sample["size"])
     result = predict(sample["stage"], cost, sample["size"], coefficients)
     pairs = zip(cost.processes, result.processes, strict=True)
     by_measure = {p.measure: q.peak_rss_mb for p, q in pairs}

@@ -27,11 +27,11 @@ from lmforge.pipeline.errors import LmforgeError
 from lmforge.pipeline.estimate.cost_model import (
     COEFFICIENTS_FORMAT,
     KNOWN,
-    cost_models,
     load_coefficients,
     local_coefficients,
     shipped_coefficients,
 )
+from lmforge.pipeline.estimate.stage_costs import cost_models
 
 PRIOR_WEIGHT = 0.01
 """Weight of one coefficient's pull towards its previous value, against 1 per measured value."""
@@ -42,10 +42,10 @@ def fit_stage(stage: str, samples: list[dict], previous: dict[str, float]) -> di
     import numpy as np
     from scipy.optimize import nnls
 
-    module = cost_models()[stage]
+    model = cost_models()[stage]
     rows, targets = [], []
     for sample in samples:
-        forms = module.cost(sample["size"]).measures()
+        forms = model.cost(sample["size"]).measures()
         for measure, value in sample["measured"].items():
             form = forms.get(measure)
             if not form or not value or value <= 0:

@@ -14,12 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lmforge.pipeline.estimate.cost_model import (
-    Cluster,
-    coefficients_path,
-    cost_models,
-    load_coefficients,
-)
+from lmforge.pipeline.estimate.cost_model import Cluster, coefficients_path, load_coefficients
+from lmforge.pipeline.estimate.stage_costs import cost_models
 
 log = logging.getLogger(__name__)
 MB = 2**20
@@ -63,14 +59,14 @@ def stage_record(
 def _predicted(stage, sections, summary, input_manifests, process_peak_mb, cluster, workdir):
     from lmforge.pipeline.estimate.prediction import predict
 
-    module = cost_models().get(stage)
-    if module is None:
+    model = cost_models().get(stage)
+    if model is None:
         return {"error": f"stage {stage} declares no cost model"}
-    size = module.size_of_run(sections, summary, upstream_view(input_manifests), cluster)
+    size = model.size_of_run(sections, summary, upstream_view(input_manifests), cluster)
     path = coefficients_path(None, workdir)
     coefficients = load_coefficients(path)
-    prediction = predict(stage, module.cost(size), size, coefficients["stages"])
-    measured = {**module.measured_of_run(summary), "coordinator_rss_mb": process_peak_mb}
+    prediction = predict(stage, model.cost(size), size, coefficients["stages"])
+    measured = {**model.measured_of_run(summary), "coordinator_rss_mb": process_peak_mb}
     return {
         "predicted_s": round(prediction.wall_s, 3),
         "predicted_peak_rss_mb": round(prediction.peak_rss_mb, 1),

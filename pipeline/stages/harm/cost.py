@@ -14,9 +14,6 @@ from lmforge.pipeline.evaluation.generation_cost import (
     pooled_generation,
 )
 
-STAGE = "harm"
-INPUTS = ("pretrain", "train_tokenizer", "clean", "tokenize")
-
 TOXICITY_PROMPTS = 120
 """Prompts in conf/eval/toxicity_prompts.jsonl (`num_prompts: 0` uses them all)."""
 BIAS_PROMPTS = 144

@@ -13,8 +13,6 @@ from lmforge.pipeline.evaluation.generation_cost import (
     pooled_generation,
 )
 
-STAGE = "sample"
-INPUTS = ("pretrain", "train_tokenizer")
 MODES = 2
 """Greedy and top-p."""
 

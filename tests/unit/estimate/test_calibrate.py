@@ -10,7 +10,8 @@ import pytest
 from lmforge.pipeline.config import compose
 from lmforge.pipeline.errors import ConfigError
 from lmforge.pipeline.estimate.calibrate import fit_stage, samples_from_store, write_coefficients
-from lmforge.pipeline.estimate.cost_model import Cluster, cost_models, evaluate, load_coefficients
+from lmforge.pipeline.estimate.cost_model import Cluster, evaluate, load_coefficients
+from lmforge.pipeline.estimate.stage_costs import cost_models
 from lmforge.pipeline.stages.clean import cost as clean_cost
 
 TRUTH = {
@@ -110,9 +111,9 @@ def _coefficient_names(stage: str) -> set[str]:
     config = compose()
     flow = {"docs": 1e6, "bytes": 1e6 * BYTES_PER_DOC}
     names: set[str] = set()
-    for name, module in cost_models().items():
-        size = module.size(config, flow, Cluster(1, 2, 10**10))
-        cost = module.cost(size)
+    for name, model in cost_models().items():
+        size = model.size(config, flow, Cluster(1, 2, 10**10))
+        cost = model.cost(size)
         flow |= cost.outputs
         if name == stage:
             names = {k for form in cost.measures().values() for k in form if k != "known"}
