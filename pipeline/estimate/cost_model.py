@@ -1,4 +1,5 @@
-"""The contract of a stage's cost model, and the measured coefficients it is evaluated with.
+"""The contract of a stage's cost model: its size, its costs as linear forms in fitted
+coefficients, and their evaluation.
 
 A stage declares its cost beside its code, in `pipeline/stages/<stage>/cost.py`, a module with
 four functions (its name and inputs are the stage's declaration's, `stage_costs.py`):
@@ -15,25 +16,21 @@ four functions (its name and inputs are the stage's declaration's, `stage_costs.
   arithmetic with a coefficient of 1: FLOPs at a stated MFU, ZeRO's bytes per parameter), and
   the quantities it hands downstream.
 
-Coefficients are fitted from measured runs (`calibrate.py`) and stored per stage in a
-small versioned JSON (`conf/estimate/coefficients.json`, or `<workdir>/estimate/` after
-`lmforge estimate --calibrate`). This module imports nothing heavy: `lmforge estimate` answers
-at once, with no Ray and no data read.
+A cost model is evaluated (`evaluate`) with coefficients fitted from measured runs
+(`calibrate.py`, the file: `coefficients.py`). This module imports nothing heavy: `lmforge
+estimate` answers at once, with no Ray and no data read.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from lmforge.pipeline.errors import ConfigError
 
 KNOWN = "known"
 """The coefficient-free term of a linear form: evaluated as is, never fitted."""
-COEFFICIENTS_FORMAT = 1
 
 Linear = dict[str, float]
 """A cost as a linear form: coefficient name -> the feature it multiplies."""
@@ -144,39 +141,3 @@ def evaluate(form: Linear, coefficients: dict[str, float], stage: str) -> float:
                 )
             total += coefficients[name] * feature
     return total
-
-
-def shipped_coefficients() -> Path:
-    """The coefficients fitted on the project's development machine, shipped with the package."""
-    from lmforge.pipeline.config import config_dir
-
-    return config_dir() / "estimate" / "coefficients.json"
-
-
-def local_coefficients(workdir: Path) -> Path:
-    """Where `lmforge estimate --calibrate` writes coefficients fitted on this machine."""
-    return workdir / "estimate" / "coefficients.json"
-
-
-def coefficients_path(explicit: str | None, workdir: Path) -> Path:
-    """`--coefficients FILE`, else this workdir's calibration, else the shipped file."""
-    if explicit:
-        return Path(explicit).expanduser()
-    local = local_coefficients(workdir)
-    return local if local.is_file() else shipped_coefficients()
-
-
-def load_coefficients(path: Path) -> dict[str, Any]:
-    """A coefficients file, checked for its format version."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"no estimate coefficients at {path}: check the path") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path} is not JSON ({exc}); refit with --calibrate") from exc
-    if data.get("format") != COEFFICIENTS_FORMAT or not isinstance(data.get("stages"), dict):
-        raise ConfigError(
-            f"{path} is not an estimate coefficients file of format {COEFFICIENTS_FORMAT}; "
-            "refit it with `lmforge estimate --calibrate`"
-        )
-    return data

@@ -4,7 +4,8 @@ Every stage's manifest carries it under `estimate` (and its MLflow run as `estim
 metrics): `predicted_s`, `measured_s`, `predicted_peak_rss_mb`, `measured_peak_rss_mb` (the
 stage's largest process: its own, or the largest a task reported), the same for its coordinator,
 and the `size` and per-process `measured` values the cost model read, so predictions can be
-checked and the coefficients refitted from real runs (`lmforge estimate --calibrate`).
+checked and the coefficients refitted from real runs (`lmforge estimate --calibrate`). The
+engine writes it as it commits each stage (`pipeline/engine/execute.py`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lmforge.pipeline.estimate.cost_model import Cluster, coefficients_path, load_coefficients
+from lmforge.pipeline.estimate.coefficients import coefficients_path, load_coefficients
+from lmforge.pipeline.estimate.cost_model import Cluster
 from lmforge.pipeline.estimate.stage_costs import cost_models
 
 log = logging.getLogger(__name__)

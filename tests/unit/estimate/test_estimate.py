@@ -9,12 +9,8 @@ import pytest
 from lmforge.model.config import ModelConfig
 from lmforge.model.flops import flops_per_token
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.estimate.cost_model import (
-    KNOWN,
-    Cluster,
-    load_coefficients,
-    shipped_coefficients,
-)
+from lmforge.pipeline.estimate.coefficients import load_coefficients, shipped_coefficients
+from lmforge.pipeline.estimate.cost_model import KNOWN, Cluster
 from lmforge.pipeline.estimate.prediction import estimate_run
 from lmforge.pipeline.estimate.stage_costs import cost_models
 
