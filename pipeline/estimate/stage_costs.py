@@ -41,7 +41,7 @@ class CostModel:
 def cost_models(package: str = STAGES_PACKAGE) -> dict[str, CostModel]:
     """The cost model of every stage `package` declares, by stage name, upstream first."""
     declared = stage_folders(package)
-    unclaimed = sorted(set(cost_modules(package)) - set(declared.values()))
+    unclaimed = sorted(set(folders_with_cost_model(package)) - set(declared.values()))
     if unclaimed:
         paths = ", ".join(_path(f"{folder}.cost") for folder in unclaimed)
         raise LmforgeError(
@@ -64,7 +64,7 @@ def stage_folders(package: str = STAGES_PACKAGE) -> dict[str, str]:
     }
 
 
-def cost_modules(package: str = STAGES_PACKAGE) -> list[str]:
+def folders_with_cost_model(package: str = STAGES_PACKAGE) -> list[str]:
     """The folders under `package` that hold a cost model (`<folder>/cost.py`)."""
     root = importlib.import_module(package)
     folders = [f"{package}.{i.name}" for i in pkgutil.iter_modules(root.__path__) if i.ispkg]
