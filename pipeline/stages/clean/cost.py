@@ -26,9 +26,6 @@ import math
 from lmforge.pipeline.estimate.cost_model import KNOWN, Cluster, ProcessCost, StageCost, config_part
 from lmforge.pipeline.stages.clean.stage import DEDUP_PARTITION_DOCS
 
-STAGE = "clean"
-INPUTS: tuple[str, ...] = ()
-
 KEEP_FRACTION = 0.6
 """Assumed share of documents and bytes that survive the filters and dedup, when the command
 line does not say (`--keep-fraction`); a clean run on a sample of your corpus measures it
