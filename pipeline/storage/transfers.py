@@ -7,6 +7,8 @@ import logging
 import threading
 import time
 
+from lmforge.pipeline.quantities import format_duration
+
 log = logging.getLogger("lmforge")
 
 LOUD_BYTES = 64 << 20
@@ -20,11 +22,6 @@ def _size(n: float) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1000
     return f"{n:.1f} TB"
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 class TransferProgress:
@@ -55,7 +52,7 @@ class TransferProgress:
         rate = self.done / elapsed
         share = self.done / self.total if self.total else 1.0
         eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-        left = _duration(eta) if eta != float("inf") else "?"
+        left = format_duration(eta) if eta != float("inf") else "?"
         return (
             f"{self.what}: {_size(self.done)} of {_size(self.total)} ({share:.0%}), "
             f"{_size(rate)}/s, ETA {left}"
@@ -68,6 +65,6 @@ class TransferProgress:
                 "%s: %s in %s (%s/s)",
                 self.what,
                 _size(self.done),
-                _duration(elapsed),
+                format_duration(elapsed),
                 _size(self.done / max(elapsed, 1e-9)),
             )

@@ -27,8 +27,12 @@ def test_a_large_transfer_logs_bytes_rate_and_time_left(monkeypatch, caplog):
     clock.now += 1
     progress.add(100_000_000)  # within 5 s of the last line: quiet
     assert [r.getMessage() for r in caplog.records] == [
-        "uploading tokenize/abc: 1.0 GB of 4.0 GB (25%), 100.0 MB/s, ETA 0:00:30"
+        "uploading tokenize/abc: 1.0 GB of 4.0 GB (25%), 100.0 MB/s, ETA 30s"
     ]
+    clock.now += 54
+    progress.add(2_900_000_000)  # the rest
+    progress.finish()
+    assert caplog.records[-1].getMessage() == "uploading tokenize/abc: 4.0 GB in 1m05s (61.5 MB/s)"
 
 
 def test_a_small_transfer_is_quiet(monkeypatch, caplog):
