@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from lmforge.pipeline.storage.location import is_bucket, join
+
 if TYPE_CHECKING:
     from lmforge.pipeline.storage.artifact_output import ArtifactOutput
     from lmforge.pipeline.storage.input_artifact import InputPath
@@ -102,8 +104,8 @@ class StageContext:
     def shared_location(self, *parts: str) -> str:
         """A path or URI for data kept outside artifacts (checkpoints, Ray Train storage) that
         every node reaches: under the bucket when the store is one, else under the workdir."""
-        if self.store_uri and "://" in self.store_uri:
-            return "/".join([self.store_uri.rstrip("/"), *parts])
+        if is_bucket(self.store_uri):
+            return join(self.store_uri, *parts)
         return str(self.workdir.joinpath(*parts))
 
     def input(self, name: str) -> Path:

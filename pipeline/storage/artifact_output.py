@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from lmforge.pipeline.storage.bucket_fs import filesystem, is_uri
+from lmforge.pipeline.storage.bucket_fs import filesystem
 from lmforge.pipeline.storage.file_entries import DEFAULT_BLOCK_BYTES, FileDigest
+from lmforge.pipeline.storage.location import is_bucket
 from lmforge.pipeline.storage.transfers import TransferProgress
 
 COPY_CHUNK = 8 << 20
@@ -50,7 +51,7 @@ class ArtifactOutput:
     def open(self, rel: str) -> OutputFile:
         """A binary file to write `rel` into; use as a context manager. After a clean exit its
         `entry` is the manifest entry; on an exception nothing of it remains."""
-        if is_uri(self.root):
+        if is_bucket(self.root):
             fs, path = filesystem(self.location(rel))
             return OutputFile(rel, self.block_bytes, _BucketObject(fs, path))
         return OutputFile(rel, self.block_bytes, _LocalFile(Path(self.location(rel))))
@@ -59,7 +60,7 @@ class ArtifactOutput:
         """Whether the file of an entry written earlier (by an interrupted run) is still there
         with its size: a resumed stage trusts a finished task only if it is."""
         where = self.location(entry["path"])
-        if not is_uri(self.root):
+        if not is_bucket(self.root):
             return Path(where).is_file() and Path(where).stat().st_size == entry["bytes"]
         fs, path = filesystem(where)
         info = fs.get_file_info(path)

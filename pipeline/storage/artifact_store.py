@@ -27,6 +27,7 @@ from lmforge.pipeline.storage.artifact_output import ArtifactOutput
 from lmforge.pipeline.storage.durable import durable_replace, file_sha256, fsync_dir, fsync_tree
 from lmforge.pipeline.storage.file_entries import DEFAULT_BLOCK_BYTES, describe_file
 from lmforge.pipeline.storage.integrity import MANIFEST, check_local_files, size_problem
+from lmforge.pipeline.storage.location import is_bucket, local_path
 from lmforge.pipeline.storage.settings import StoreSettings
 
 __all__ = ["MANIFEST", "ArtifactStore", "describe_files", "file_sha256", "open_store"]
@@ -191,13 +192,13 @@ def _resumable(tmp: Path) -> bool:
 
 
 def open_store(store_uri: str | None, workdir: Path, settings: StoreSettings | None = None):
-    """The local store under the workdir, or a remote one (s3://...) read through the node
-    cache."""
+    """The local store under the workdir (or at a path, `file://` included), or one in a
+    bucket (s3://...) read through the node cache."""
     settings = settings or StoreSettings.defaults(workdir)
     if not store_uri:
         return ArtifactStore(workdir / "store", settings.block_bytes)
-    if "://" not in store_uri:
-        return ArtifactStore(Path(store_uri).expanduser(), settings.block_bytes)
+    if not is_bucket(store_uri):
+        return ArtifactStore(local_path(store_uri), settings.block_bytes)
     from lmforge.pipeline.storage.bucket_artifact_store import RemoteArtifactStore
 
     return RemoteArtifactStore(store_uri, settings.cache, settings.block_bytes)

@@ -19,11 +19,6 @@ _opened: dict[tuple, object] = {}
 _lock = threading.Lock()
 
 
-def is_uri(location: str | None) -> bool:
-    """Whether a store location names a bucket (s3://...) rather than a local path."""
-    return bool(location) and "://" in str(location)
-
-
 def filesystem(uri: str):
     """(pyarrow filesystem, path inside it) of a URI; the filesystem is shared per scheme and
     bucket within this process."""

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 
+from lmforge.pipeline.storage.location import is_bucket, local_path
 from lmforge.pipeline.training.checkpoint import consolidated as ckpt
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
@@ -38,11 +39,6 @@ def _step(name: str) -> int | None:
     """The step of a `step_*` directory or of a swap copy, else None."""
     match = _STEP_DIR.match(name) or ckpt.SWAP_COPY.match(name)
     return int(match.group(1)) if match else None
-
-
-def is_remote(location: str) -> bool:
-    """True for a URI such as s3://bucket/prefix, False for a local or mounted path."""
-    return "://" in location and not location.startswith("file://")
 
 
 def local_staging(uri: str) -> Path:
@@ -202,9 +198,9 @@ def save(root: str, params, moments, state: ckpt.TrainerState, keep: int) -> tup
 
     Returns the local directory (to report to Ray Train) and where it lives (path or URI).
     """
-    if not is_remote(root):
-        path = ckpt.write_checkpoint(root, params, moments, state)
-        ckpt.prune_checkpoints(root, keep)
+    if not is_bucket(root):
+        path = ckpt.write_checkpoint(local_path(root), params, moments, state)
+        ckpt.prune_checkpoints(local_path(root), keep)
         return path, str(path)
     staging = local_staging(root)
     path = ckpt.write_checkpoint(staging, params, moments, state)
@@ -223,12 +219,12 @@ def _remove_all_but(staging: Path, keep: Path) -> None:
 
 def latest(root: str) -> str | None:
     """The newest valid checkpoint under `root` (a path or a URI), or None."""
-    if is_remote(root):
+    if is_bucket(root):
         return RemoteCheckpoints(root).latest_valid(local_staging(root))
-    path = ckpt.latest_valid_checkpoint(root)
+    path = ckpt.latest_valid_checkpoint(local_path(root))
     return str(path) if path is not None else None
 
 
 def load(location: str) -> ckpt.LoadedCheckpoint:
     """Load the checkpoint at `location` (a path or a URI) on this node."""
-    return ckpt.load_checkpoint(fetch(location) if is_remote(location) else location)
+    return ckpt.load_checkpoint(fetch(location) if is_bucket(location) else local_path(location))

@@ -34,6 +34,7 @@ from typing import BinaryIO
 import pyarrow.fs as pafs
 
 from lmforge.pipeline.storage.durable import fsync_dir
+from lmforge.pipeline.storage.location import is_bucket, local_path
 from lmforge.pipeline.training.checkpoint import bucket as remote
 from lmforge.pipeline.training.checkpoint import checksums
 from lmforge.pipeline.training.checkpoint import consolidated as ckpt
@@ -42,7 +43,7 @@ from lmforge.pipeline.training.checkpoint.direct_write import write_file
 
 def open_store(location: str) -> LocalStore | BucketStore:
     """The store of a checkpoint directory path or bucket URI."""
-    return BucketStore(location) if remote.is_remote(location) else LocalStore(location)
+    return BucketStore(location) if is_bucket(location) else LocalStore(location)
 
 
 def sha256_of(text: str) -> dict:
@@ -55,7 +56,7 @@ class LocalStore:
     """Checkpoints under a directory (shared by every node that runs a worker)."""
 
     def __init__(self, root: str) -> None:
-        self.root = Path(root)
+        self.root = local_path(root)
 
     def begin(self, step: int) -> str:
         self.root.mkdir(parents=True, exist_ok=True)
