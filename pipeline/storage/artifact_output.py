@@ -17,11 +17,11 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import uuid
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from lmforge.durable import AtomicFile
 from lmforge.pipeline.storage.bucket_fs import filesystem
 from lmforge.pipeline.storage.file_entries import DEFAULT_BLOCK_BYTES, FileDigest
 from lmforge.pipeline.storage.location import is_bucket
@@ -83,27 +83,15 @@ class ArtifactOutput:
         return out.entry
 
 
-class _LocalFile:
+class _LocalFile(AtomicFile):
     """A file under a hidden partial name, renamed into place once whole and on disk."""
 
     def __init__(self, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
-        self.target = target
-        self.partial = target.with_name(f".{target.name}.partial-{uuid.uuid4().hex[:8]}")
-        self.handle = open(self.partial, "wb")  # noqa: SIM115 (closed by finish/abort)
-
-    def write(self, data) -> None:
-        self.handle.write(data)
+        super().__init__(target)
 
     def finish(self) -> None:
-        self.handle.flush()
-        os.fsync(self.handle.fileno())
-        self.handle.close()
-        os.replace(self.partial, self.target)
-
-    def abort(self) -> None:
-        self.handle.close()
-        self.partial.unlink(missing_ok=True)
+        self.commit()
 
 
 class _BucketObject:

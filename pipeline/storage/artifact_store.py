@@ -14,17 +14,17 @@ next run of the same key continues in it.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+from lmforge.durable import PARTIAL, fsync_dir, is_partial, write_atomic
 from lmforge.pipeline.errors import ArtifactError
 from lmforge.pipeline.storage import temporaries
 from lmforge.pipeline.storage.artifact_output import ArtifactOutput
-from lmforge.pipeline.storage.durable import durable_replace, file_sha256, fsync_dir, fsync_tree
+from lmforge.pipeline.storage.durable import durable_replace, file_sha256, fsync_tree
 from lmforge.pipeline.storage.file_entries import DEFAULT_BLOCK_BYTES, describe_file
 from lmforge.pipeline.storage.integrity import MANIFEST, check_local_files, size_problem
 from lmforge.pipeline.storage.location import is_bucket, local_path
@@ -34,11 +34,6 @@ __all__ = ["MANIFEST", "ArtifactStore", "describe_files", "file_sha256", "open_s
 
 ENGINE_FILES = (MANIFEST, temporaries.OWNER_FILE, temporaries.RESUMABLE_MARKER)
 """Files of a temporary directory that are the engine's, never part of the artifact."""
-
-
-def is_partial(path: Path) -> bool:
-    """A file still being written (`artifact_output` writes `.<name>.partial-*`)."""
-    return path.name.startswith(".") and ".partial-" in path.name
 
 
 def describe_files(
@@ -138,13 +133,11 @@ class ArtifactStore:
         final = self.path(stage, key)
         temporaries.release(tmp)
         (tmp / temporaries.RESUMABLE_MARKER).unlink(missing_ok=True)
-        for partial in [p for p in tmp.rglob(".*.partial-*") if p.is_file()]:
+        for partial in [p for p in tmp.rglob(f".*{PARTIAL}*") if p.is_file()]:
             partial.unlink()  # a task's unfinished file: never part of the artifact
         known = {e["path"]: e for e in entries}
         manifest = dict(manifest, files=describe_files(tmp, known, self.block_bytes))
-        manifest_tmp = tmp / (MANIFEST + ".tmp")
-        manifest_tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
-        os.replace(manifest_tmp, tmp / MANIFEST)
+        write_atomic(tmp / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True))
         fsync_tree(tmp)
         if final.exists():
             if (final / MANIFEST).is_file():

@@ -11,6 +11,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from lmforge.durable import fsync_dir
+
 CHUNK = 1 << 20
 
 
@@ -21,15 +23,6 @@ def file_sha256(path: str | Path, chunk: int = CHUNK) -> str:
         while block := handle.read(chunk):
             digest.update(block)
     return digest.hexdigest()
-
-
-def fsync_dir(path: str | Path) -> None:
-    """fsync a directory, so the names created, renamed or removed in it are on disk."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def fsync_tree(root: str | Path) -> None:

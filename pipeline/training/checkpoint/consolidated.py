@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import shutil
 import uuid
@@ -39,7 +38,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from lmforge.pipeline.storage.durable import file_sha256, fsync_dir, fsync_tree
+from lmforge.durable import fsync_dir, write_atomic
+from lmforge.pipeline.storage.durable import file_sha256, fsync_tree
 from lmforge.pipeline.training.checkpoint import checksums
 
 MARKER = "COMPLETE"
@@ -290,11 +290,7 @@ def _write_marker(directory: Path) -> None:
 
 def write_marker(directory: Path, text: str) -> None:
     """Write `COMPLETE` into `directory` atomically and durably (the last file of a checkpoint)."""
-    marker_tmp = directory / f".{MARKER}.tmp"
-    marker_tmp.write_text(text)
-    with open(marker_tmp, "rb") as f:
-        os.fsync(f.fileno())
-    marker_tmp.rename(directory / MARKER)
+    write_atomic(directory / MARKER, text)
 
 
 def _contiguous(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -33,7 +33,7 @@ from typing import BinaryIO
 
 import pyarrow.fs as pafs
 
-from lmforge.pipeline.storage.durable import fsync_dir
+from lmforge.durable import AtomicFile, fsync_dir
 from lmforge.pipeline.storage.location import is_bucket, local_path
 from lmforge.pipeline.training.checkpoint import bucket as remote
 from lmforge.pipeline.training.checkpoint import checksums
@@ -212,18 +212,13 @@ def rank_staging(uri: str, rank: int) -> Path:
 
 
 def download_file(fs: pafs.FileSystem, source: str, target: Path, algorithm: str = "sha256") -> str:
-    """Copy one bucket object to a local file (written under a temporary name, then renamed);
-    returns the `algorithm` digest of the bytes, computed as they arrive."""
+    """Copy one bucket object to a local file (whole or not at all: `AtomicFile`); returns the
+    `algorithm` digest of the bytes, computed as they arrive."""
     digest = checksums.new_digest(algorithm)
-    tmp = target.with_name(f".{target.name}.download-{uuid.uuid4().hex[:8]}")
-    try:
-        with fs.open_input_stream(source) as src, open(tmp, "wb") as dst:
-            while block := src.read(1 << 22):
-                digest.update(block)
-                dst.write(block)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with fs.open_input_stream(source) as src, AtomicFile(target) as dst:
+        while block := src.read(1 << 22):
+            digest.update(block)
+            dst.write(block)
     return digest.hexdigest()
 
 
