@@ -24,13 +24,13 @@ from lmforge.durable import PARTIAL, fsync_dir, is_partial, write_atomic
 from lmforge.pipeline.errors import ArtifactError
 from lmforge.pipeline.storage import temporaries
 from lmforge.pipeline.storage.artifact_output import ArtifactOutput
-from lmforge.pipeline.storage.durable import durable_replace, file_sha256, fsync_tree
+from lmforge.pipeline.storage.durable import durable_replace, fsync_tree
 from lmforge.pipeline.storage.file_entries import DEFAULT_BLOCK_BYTES, describe_file
 from lmforge.pipeline.storage.integrity import MANIFEST, check_local_files, size_problem
 from lmforge.pipeline.storage.location import is_bucket, local_path
 from lmforge.pipeline.storage.settings import StoreSettings
 
-__all__ = ["MANIFEST", "ArtifactStore", "describe_files", "file_sha256", "open_store"]
+__all__ = ["MANIFEST", "ArtifactStore", "describe_files", "open_store"]
 
 ENGINE_FILES = (MANIFEST, temporaries.OWNER_FILE, temporaries.RESUMABLE_MARKER)
 """Files of a temporary directory that are the engine's, never part of the artifact."""

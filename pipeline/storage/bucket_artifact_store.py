@@ -29,18 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from lmforge.pipeline.errors import ArtifactError, LmforgeError
-from lmforge.pipeline.storage import temporaries
+from lmforge.pipeline.storage import digests, temporaries
 from lmforge.pipeline.storage.artifact_output import ArtifactOutput
 from lmforge.pipeline.storage.artifact_store import ENGINE_FILES
 from lmforge.pipeline.storage.bucket_fs import filesystem
+from lmforge.pipeline.storage.digests import ARTIFACT_ALGORITHM
 from lmforge.pipeline.storage.file_entries import DEFAULT_BLOCK_BYTES
 from lmforge.pipeline.storage.input_artifact import InputPath, RemoteArtifact
-from lmforge.pipeline.storage.integrity import (
-    MANIFEST,
-    manifest_entries,
-    size_problem,
-    stream_sha256,
-)
+from lmforge.pipeline.storage.integrity import MANIFEST, manifest_entries, size_problem
 from lmforge.pipeline.storage.node_cache import CacheConfig
 from lmforge.pipeline.storage.transfers import TransferProgress
 
@@ -131,7 +127,7 @@ class RemoteArtifactStore:
                 problem = size_problem(rel, sizes.get(str(rel)), entry)
                 if problem is None and full:
                     with self.fs.open_input_stream(f"{prefix}/{rel}") as src:
-                        if stream_sha256(src)[0] != entry["sha256"]:
+                        if digests.digest_stream(src, ARTIFACT_ALGORITHM)[0] != entry["sha256"]:
                             problem = f"{rel} does not match its sha256 in the manifest"
                 if problem:
                     return problem

@@ -1,4 +1,4 @@
-"""Making files survive a crash: sha256 while reading, fsync of files and directories.
+"""Making a directory survive a crash: fsync of its files and directories, a durable rename.
 
 A rename publishes a directory atomically only if its content reached the disk first: fsync every
 file and directory of the tree, rename, then fsync the parent so the rename itself is durable.
@@ -7,22 +7,10 @@ Used by the artifact store and by training checkpoints.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 from lmforge.durable import fsync_dir
-
-CHUNK = 1 << 20
-
-
-def file_sha256(path: str | Path, chunk: int = CHUNK) -> str:
-    """The hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def fsync_tree(root: str | Path) -> None:

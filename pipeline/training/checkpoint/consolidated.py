@@ -16,7 +16,7 @@ falls back to the previous checkpoint. Rewriting a step sets the old copy aside 
 `.step_000123.swap-<id>` before the new one is renamed in, and deletes it only after; a swap copy
 stands in for its step while `step_000123/` is missing or broken, so a crash at any moment leaves
 a complete checkpoint of that step or an earlier one. Pruning trusts a kept checkpoint by its
-marker and file sizes; loading checks every checksum (`checksums`). A checkpoint that passes
+marker and file sizes; loading checks every checksum (`digests`). A checkpoint that passes
 that check but cannot be loaded (bad tensors, a different model) raises `CheckpointError`: it is
 never silently replaced by a fresh start.
 Tensors are read with safetensors and JSON only, never with pickle.
@@ -39,8 +39,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from lmforge.durable import fsync_dir, write_atomic
-from lmforge.pipeline.storage.durable import file_sha256, fsync_tree
-from lmforge.pipeline.training.checkpoint import checksums
+from lmforge.pipeline.storage import digests
+from lmforge.pipeline.storage.durable import fsync_tree
 
 MARKER = "COMPLETE"
 MODEL_FILE = "model.safetensors"
@@ -169,9 +169,21 @@ def verify_checkpoint(path: str | Path, *, hashes: bool = True) -> str | None:
     if problem is not None or not hashes:
         return problem
     for name, meta in json.loads(marker.read_text())["files"].items():
-        problem = checksums.mismatch(path / name, name, meta, MARKER)
+        problem = file_problem(path / name, name, meta)
         if problem is not None:
             return problem
+    return None
+
+
+def file_problem(path: Path, name: str, listed: dict) -> str | None:
+    """Why the file at `path` does not match its entry in the marker (read back and hashed with
+    the algorithm the entry names), or None."""
+    try:
+        algorithm, expected = digests.recorded_digest(listed)
+    except KeyError as exc:
+        return f"corrupt: {MARKER} lists {name} without a checksum ({exc})"
+    if digests.digest_file(path, algorithm) != expected:
+        return f"corrupt: {name} does not match its {algorithm} in {MARKER}"
     return None
 
 
@@ -275,13 +287,13 @@ def prune_checkpoints(root: str | Path, keep: int) -> list[Path]:
 
 def marker_text(files: dict[str, dict]) -> str:
     """The text of a `COMPLETE` marker listing files (name -> {"bytes": n, "<algorithm>": hex},
-    see `checksums`)."""
+    see `digests`)."""
     return json.dumps({"files": dict(sorted(files.items()))}, indent=1)
 
 
 def _write_marker(directory: Path) -> None:
     files = {
-        p.name: {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
+        p.name: {"bytes": p.stat().st_size, digests.SHA256: digests.digest_file(p, digests.SHA256)}
         for p in sorted(directory.iterdir())
         if p.is_file()
     }

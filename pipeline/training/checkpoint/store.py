@@ -8,7 +8,7 @@ Both stores offer the same steps, called by `async_save` and `resume`:
 - `write_file(pending, name, head, body)` (every rank, for its own shards): a file written
   from the staged pages (O_DIRECT where the file system allows, `direct_write`) and fsynced, or
   a bucket upload (pyarrow's S3 streams upload big files in parts, several at once); either
-  returns the file's size and the checksum computed as it went out (`checksums`).
+  returns the file's size and the checksum computed as it went out (`digests`).
 - `publish(...)` (rank 0, once every rank has written): the JSON files, then the `COMPLETE`
   marker listing every file with the size and checksum its writer computed (nothing is read
   back), then older checkpoints are pruned by marker and sizes (nothing is re-hashed).
@@ -21,7 +21,6 @@ Both stores offer the same steps, called by `async_save` and `resume`:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -34,9 +33,9 @@ from typing import BinaryIO
 import pyarrow.fs as pafs
 
 from lmforge.durable import AtomicFile, fsync_dir
+from lmforge.pipeline.storage import digests
 from lmforge.pipeline.storage.location import is_bucket, local_path
 from lmforge.pipeline.training.checkpoint import bucket as remote
-from lmforge.pipeline.training.checkpoint import checksums
 from lmforge.pipeline.training.checkpoint import consolidated as ckpt
 from lmforge.pipeline.training.checkpoint.direct_write import write_file
 
@@ -46,10 +45,9 @@ def open_store(location: str) -> LocalStore | BucketStore:
     return BucketStore(location) if is_bucket(location) else LocalStore(location)
 
 
-def sha256_of(text: str) -> dict:
-    """{"bytes", "sha256"} of a text file's UTF-8 content, as a marker lists it."""
-    data = text.encode()
-    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+def text_record(text: str) -> dict:
+    """{"bytes", "sha256"} of a JSON file's UTF-8 content, as a marker lists it."""
+    return digests.record_of(text.encode(), digests.SHA256)
 
 
 class LocalStore:
@@ -73,7 +71,7 @@ class LocalStore:
 
     def write_file(self, pending: str, name: str, head: bytes, body: memoryview, **drill) -> dict:
         """One shard file of the pending checkpoint: {"bytes", "<algorithm>": hex}."""
-        algorithm = checksums.SHARD_ALGORITHM
+        algorithm = digests.SHARD_ALGORITHM
         size, digest = write_file(self.root / pending / name, head, body, algorithm, **drill)
         return {"bytes": size, algorithm: digest}
 
@@ -82,7 +80,7 @@ class LocalStore:
         for name, text in texts.items():
             with self.open_output(pending, name) as out:
                 out.write(text.encode())
-        listed = files | {name: sha256_of(text) for name, text in texts.items()}
+        listed = files | {name: text_record(text) for name, text in texts.items()}
         ckpt.write_marker(directory, ckpt.marker_text(listed))
         fsync_dir(directory)
         final = self.root / ckpt.step_dir_name(step)
@@ -110,7 +108,7 @@ class LocalStore:
         for name in names:
             if name not in listed:
                 return path, f"corrupt: {ckpt.MARKER} does not list {name}"
-            problem = checksums.mismatch(path / name, name, listed[name], ckpt.MARKER)
+            problem = ckpt.file_problem(path / name, name, listed[name])
             if problem is not None:
                 return path, problem
         return path, None
@@ -140,8 +138,8 @@ class BucketStore:
         self, pending: str, name: str, head: bytes, body: memoryview, *, midway=None, split_at=0
     ) -> dict:
         """One shard file of the pending checkpoint, uploaded: {"bytes", "<algorithm>": hex}."""
-        algorithm = checksums.SHARD_ALGORITHM
-        digest = checksums.new_digest(algorithm)
+        algorithm = digests.SHARD_ALGORITHM
+        digest = digests.new_digest(algorithm)
         body = body.cast("B")
         with self.open_output(pending, name) as out:
             digest.update(head)
@@ -150,8 +148,8 @@ class BucketStore:
             for start, stop in zip(cuts, cuts[1:], strict=False):
                 if midway is not None and start == split_at and start > 0:
                     midway()
-                for piece in range(start, stop, checksums.CHUNK):
-                    part = body[piece : min(piece + checksums.CHUNK, stop)]
+                for piece in range(start, stop, digests.CHUNK):
+                    part = body[piece : min(piece + digests.CHUNK, stop)]
                     digest.update(part)
                     out.write(part)
         return {"bytes": len(head) + len(body), algorithm: digest.hexdigest()}
@@ -160,7 +158,7 @@ class BucketStore:
         for name, text in texts.items():
             with self.open_output(pending, name) as out:
                 out.write(text.encode())
-        listed = files | {name: sha256_of(text) for name, text in texts.items()}
+        listed = files | {name: text_record(text) for name, text in texts.items()}
         with self.open_output(pending, ckpt.MARKER) as out:
             out.write(ckpt.marker_text(listed).encode())
         self.remote.prune(keep)
@@ -193,7 +191,7 @@ class BucketStore:
             if file not in listed:
                 return local, f"corrupt: {ckpt.MARKER} does not list {file}"
             try:
-                algorithm, expected = checksums.listed_digest(listed[file])
+                algorithm, expected = digests.recorded_digest(listed[file])
             except KeyError as exc:
                 return local, f"corrupt: {ckpt.MARKER} lists {file} without a checksum ({exc})"
             source = f"{self.base}/{name}/{file}"
@@ -214,7 +212,7 @@ def rank_staging(uri: str, rank: int) -> Path:
 def download_file(fs: pafs.FileSystem, source: str, target: Path, algorithm: str = "sha256") -> str:
     """Copy one bucket object to a local file (whole or not at all: `AtomicFile`); returns the
     `algorithm` digest of the bytes, computed as they arrive."""
-    digest = checksums.new_digest(algorithm)
+    digest = digests.new_digest(algorithm)
     with fs.open_input_stream(source) as src, AtomicFile(target) as dst:
         while block := src.read(1 << 22):
             digest.update(block)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lmforge.pipeline.training.checkpoint import checksums
+from lmforge.pipeline.storage import digests
 from lmforge.pipeline.training.checkpoint import consolidated as ckpt
 
 
@@ -200,12 +200,9 @@ def test_pruning_reads_marker_and_sizes_but_never_re_hashes(tmp_path, monkeypatc
     for step in (1, 2, 3):
         _write(tmp_path, step)
     hashed: list[str] = []
-    realfile_sha256, real_digest = ckpt.file_sha256, checksums.file_digest
+    real_digest = digests.digest_file
     monkeypatch.setattr(
-        ckpt, "file_sha256", lambda path: hashed.append(path.name) or realfile_sha256(path)
-    )
-    monkeypatch.setattr(
-        checksums, "file_digest", lambda path, a: hashed.append(path.name) or real_digest(path, a)
+        digests, "digest_file", lambda path, a: hashed.append(path.name) or real_digest(path, a)
     )
     ckpt.prune_checkpoints(tmp_path, keep=2)
     assert hashed == []
