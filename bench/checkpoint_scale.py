@@ -186,7 +186,7 @@ def _sharded(engine, rank: int, checkpoints: Path, step, hashed: dict) -> dict:
     with Phase() as again:  # the synchronous save the asynchronous ones are measured against
         saver.save(_state(3))
         saver.wait()
-    listed = checkpoint_store.LocalStore(str(checkpoints)).listed(published.location)
+    listed = checkpoint_store.CheckpointStore(str(checkpoints)).listed(published.location)
     written = sum(meta["bytes"] for meta in listed.values()) if rank == 0 else 0
     base, windows = [_timed(step, 2 + i) for i in range(BASE_STEPS)], []
     for window in range(WINDOWS):  # base steps, a save and the steps it overlaps, ...

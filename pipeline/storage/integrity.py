@@ -8,6 +8,7 @@ and for any file changed after the manifest was written.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -15,6 +16,11 @@ from lmforge.pipeline.errors import ArtifactError
 from lmforge.pipeline.storage import digests
 
 MANIFEST = "manifest.json"
+
+
+def manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    """A manifest as it is stored, locally and in a bucket alike."""
+    return json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8")
 
 
 def safe_entry(where: str, entry: Any) -> PurePosixPath:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmforge.pipeline.errors import ArtifactError, LmforgeError
-from lmforge.pipeline.storage.bucket_fs import filesystem
+from lmforge.pipeline.storage.bucket_files import filesystem
 from lmforge.pipeline.storage.digests import ARTIFACT_ALGORITHM, digest_bytes
 from lmforge.pipeline.storage.transfers import TransferProgress
 

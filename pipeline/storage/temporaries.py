@@ -26,9 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from lmforge.durable import write_atomic
+from lmforge.pipeline.storage.integrity import MANIFEST
 
 OWNER_FILE = ".lmforge-owner.json"
 RESUMABLE_MARKER = ".lmforge-resumable"
+ENGINE_FILES = (MANIFEST, OWNER_FILE, RESUMABLE_MARKER)
+"""Files of a temporary directory that are the engine's, never part of the artifact."""
 FOREIGN_MAX_AGE_S = 7 * 24 * 3600.0
 UNCLAIMED_MAX_AGE_S = 3600.0
 

@@ -31,7 +31,7 @@ from ray.train.torch import TorchConfig
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.cluster.process_stats import kept_memory_tunables
 from lmforge.pipeline.storage.location import is_bucket, local_path
-from lmforge.pipeline.training.checkpoint.consolidated import CheckpointError
+from lmforge.pipeline.training.checkpoint.marker import CheckpointError
 from lmforge.pipeline.training.checkpoint.ray_checkpoint import pointed_location
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.export import HFExport, export_checkpoint

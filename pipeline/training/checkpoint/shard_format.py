@@ -30,7 +30,7 @@ import torch
 from safetensors import safe_open
 
 from lmforge.model.safetensors_stream import encode_header, spec_of
-from lmforge.pipeline.training.checkpoint import consolidated as ckpt
+from lmforge.pipeline.training.checkpoint import marker as ckpt
 from lmforge.pipeline.training.checkpoint.direct_write import ALIGN
 from lmforge.pipeline.training.checkpoint.fragments import ADAM_MOMENTS
 from lmforge.pipeline.training.checkpoint.staging import Staged

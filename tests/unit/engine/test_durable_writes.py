@@ -66,10 +66,9 @@ def test_a_secret_is_created_readable_by_its_owner_only(tmp_path):
 RENAMES = re.compile(r"os\.replace\(|os\.rename\(|\.rename\(|\b\w*partial\w*\.replace\(")
 PUBLISHERS = {
     "lmforge/durable.py": "the atomic file write itself",
-    "pipeline/storage/durable.py": "an artifact directory renamed into place",
+    "pipeline/storage/local_files.py": "a directory renamed into place (artifacts, checkpoints)",
     "pipeline/storage/node_cache.py": "a finished file moved into the node cache",
-    "pipeline/training/checkpoint/consolidated.py": "a checkpoint directory renamed into place",
-    "pipeline/training/checkpoint/bucket.py": "a checkpoint directory downloaded whole",
+    "pipeline/training/checkpoint/store.py": "a checkpoint directory downloaded whole",
 }
 """The modules that may rename: directories published whole, and the helper."""
 TEMPORARY_NAMES = re.compile(r"\.(tmp|partial)[\"']|\.download-")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -151,15 +152,15 @@ def test_pruning_keeps_the_newest_valid_checkpoints_and_clears_dead_writes(tmp_p
 def test_a_rewrite_that_fails_mid_swap_leaves_the_old_copy_in_place(tmp_path, monkeypatch):
     _write(tmp_path, 2)
     _write(tmp_path, 3)
-    real_rename = Path.rename
+    real_replace = os.replace
 
-    def refuse_moving_the_new_copy_in(self, target):
-        if self.name.startswith(".step_000003.tmp-"):
+    def refuse_moving_the_new_copy_in(source, target):
+        if Path(source).name.startswith(".step_000003.tmp-"):
             raise OSError(5, "Input/output error")
-        return real_rename(self, target)
+        return real_replace(source, target)
 
     with monkeypatch.context() as patch, pytest.raises(OSError, match="Input/output"):
-        patch.setattr(Path, "rename", refuse_moving_the_new_copy_in)
+        patch.setattr(os, "replace", refuse_moving_the_new_copy_in)
         ckpt.write_checkpoint(tmp_path, {"w": torch.zeros(2)}, {}, _state(3))
     assert ckpt.latest_valid_checkpoint(tmp_path).name == "step_000003"
     assert torch.equal(ckpt.load_checkpoint(tmp_path / "step_000003").params["w"], _weights(3))
