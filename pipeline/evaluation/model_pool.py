@@ -149,8 +149,8 @@ class ModelPool:
     def __init__(
         self,
         cfg: ModelPoolConfig,
-        pretrain_dir: Path,
-        tokenizer_dir: Path,
+        pretrain_dir: str | os.PathLike[str],
+        tokenizer_dir: str | os.PathLike[str],
         *,
         section: str,
         node_id: str | None = None,

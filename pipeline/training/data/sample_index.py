@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -170,7 +171,7 @@ def open_for_run(
 
 def build_for_data(
     out_dir: str | Path,
-    data_dir: str | Path,
+    data_dir: str | os.PathLike[str],
     *,
     block_size: int,
     seed: int,
