@@ -3,7 +3,7 @@
 Each cached file is a sparse local copy filled block by block as readers ask for byte ranges
 (`CachedFile.ensure`): a stage that reads a small part of an artifact downloads only that part.
 Every block is checked against its sha256 from the manifest before it counts as present, so a
-ranged read is verified too (`file_records` explains the blocks).
+ranged read is verified too (`file_entries` explains the blocks).
 
 Layout under the cache directory:
 - `files/<name>`: the data, sparse until every block is in;
