@@ -19,6 +19,9 @@ import os
 import uuid
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
+
+W = TypeVar("W", bound="WholeOrNothing")
 
 PARTIAL = ".partial-"
 """What every temporary name holds: `.<name>.partial-<8 hex digits>`."""
@@ -45,7 +48,32 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-class AtomicFile:
+class WholeOrNothing:
+    """A file being written that appears whole (`commit`) or not at all (`abort`): committed when
+    its `with` block ends, aborted when the block raises."""
+
+    def commit(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: W) -> W:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+class AtomicFile(WholeOrNothing):
     """A binary file written under a temporary name and renamed into place once whole and on
     disk; use it as a context manager, or call `commit` or `abort` yourself."""
 
@@ -72,20 +100,6 @@ class AtomicFile:
         """Drop what was written: the file at `path`, if any, is left as it was."""
         self.handle.close()
         self.partial.unlink(missing_ok=True)
-
-    def __enter__(self) -> AtomicFile:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o666) -> None:

@@ -17,11 +17,10 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 import numpy as np
 
-from lmforge.durable import AtomicFile, write_atomic
+from lmforge.durable import AtomicFile, WholeOrNothing, write_atomic
 from lmforge.tokenizer.packing import PackedStream, pack_documents, token_dtype
 
 FORMAT = "lmforge-token-shard"
@@ -61,7 +60,7 @@ class ShardInfo:
     """Documents in the stream."""
 
 
-class TokenShardWriter:
+class TokenShardWriter(WholeOrNothing):
     """Append documents to one shard; nothing is visible until `close()` commits it.
 
     Use as a context manager: leaving the block normally commits, an exception discards.
@@ -129,23 +128,13 @@ class TokenShardWriter:
         self.info = info
         return info
 
+    def commit(self) -> None:
+        """`close`, at the end of a `with` block."""
+        self.close()
+
     def abort(self) -> None:
         """Discard everything written; no shard appears."""
         self._tokens.abort()
-
-    def __enter__(self) -> TokenShardWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
 
 def _header_json(info: ShardInfo, files: dict[str, Path]) -> dict:

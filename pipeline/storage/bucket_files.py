@@ -16,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from types import TracebackType
 from typing import Any
 
+from lmforge.durable import WholeOrNothing
 from lmforge.pipeline.errors import LmforgeError
 
 BUCKET_SCHEMES = ("s3", "gs")
@@ -59,7 +59,7 @@ def _missing(exc: OSError) -> bool:
     )
 
 
-class BucketObject:
+class BucketObject(WholeOrNothing):
     """An object being uploaded through a pyarrow output stream; it exists once committed."""
 
     def __init__(self, fs: Any, path: str) -> None:
@@ -79,20 +79,6 @@ class BucketObject:
         finally:
             with contextlib.suppress(OSError):  # else: unreferenced, the attempt's garbage
                 self.fs.delete_file(self.path)
-
-    def __enter__(self) -> BucketObject:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
 
 
 class BucketFiles:
