@@ -50,12 +50,14 @@ class TransferProgress:
     """Counts bytes moved (from any thread) and logs `what: done of total, rate, ETA`."""
 
     def __init__(
-        self, what: str, total_bytes: int, *, every_s: float = EVERY_S, loud: int = LOUD_BYTES
+        self, what: str, total_bytes: int, *, every_s: float | None = None, loud: int | None = None
     ) -> None:
+        """every_s: seconds between lines (`EVERY_S`); loud: the smallest transfer that logs
+        (`LOUD_BYTES`)."""
         self.what, self.total = what, total_bytes
         self.done = 0
-        self.every_s = every_s
-        self.quiet = total_bytes < loud
+        self.every_s = EVERY_S if every_s is None else every_s
+        self.quiet = total_bytes < (LOUD_BYTES if loud is None else loud)
         self.started = time.monotonic()
         self._last = self.started
         self._lock = threading.Lock()
