@@ -62,13 +62,14 @@ class ArtifactOutput:
     ) -> dict[str, Any]:
         """Copy a local file in as `rel` (read once, hashed on the way); its manifest entry.
         Counted in `progress` (a transfer of several files), else logged if large."""
-        own = progress is None
-        if own:
-            progress = TransferProgress(f"writing {self.location(rel)}", os.path.getsize(source))
+        counted = progress or TransferProgress(
+            f"writing {self.location(rel)}", os.path.getsize(source)
+        )
         with open(source, "rb") as src, self.open(rel) as out:
-            copy_stream(src, out, progress)
-        if own:
-            progress.finish()
+            copy_stream(src, out, counted)
+        if progress is None:
+            counted.finish()
+        assert out.entry is not None  # set by the clean exit
         return out.entry
 
 

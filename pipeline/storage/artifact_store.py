@@ -17,6 +17,7 @@ import json
 import shutil
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,7 @@ class ArtifactStore:
         stage: str,
         key: str,
         manifest: dict[str, Any],
-        entries: list[dict[str, Any]] = (),
+        entries: Sequence[dict[str, Any]] = (),
     ) -> Path:
         """Write the manifest last, fsync everything and rename `tmp` into place.
 

@@ -24,6 +24,7 @@ import logging
 import shutil
 import time
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -153,7 +154,7 @@ class RemoteArtifactStore:
         stage: str,
         key: str,
         manifest: dict[str, Any],
-        entries: list[dict[str, Any]] = (),
+        entries: Sequence[dict[str, Any]] = (),
     ) -> str:
         """Upload the staged files, check the tasks' files are all there, then publish the
         manifest; an earlier manifest of the key is kept under `.replaced/`."""

@@ -15,20 +15,11 @@ Digests are computed over the bytes as they are written or moved where possible 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
 import xxhash
-
-SHA256, XXH3_128 = "sha256", "xxh3_128"
-ARTIFACT_ALGORITHM = SHA256
-"""What artifact manifests record."""
-SHARD_ALGORITHM = XXH3_128
-"""What checkpoint markers record for the shards (their JSON files: sha256)."""
-ALGORITHMS = {XXH3_128: xxhash.xxh3_128, SHA256: hashlib.sha256}
-"""Every algorithm a record may name, in the order `recorded_digest` looks for them."""
-CHUNK = 8 << 20
-"""Bytes read at a time when a file is hashed from disk."""
 
 
 class Digest(Protocol):
@@ -36,6 +27,17 @@ class Digest(Protocol):
 
     def update(self, data: bytes | bytearray | memoryview, /) -> None: ...
     def hexdigest(self) -> str: ...
+
+
+SHA256, XXH3_128 = "sha256", "xxh3_128"
+ARTIFACT_ALGORITHM = SHA256
+"""What artifact manifests record."""
+SHARD_ALGORITHM = XXH3_128
+"""What checkpoint markers record for the shards (their JSON files: sha256)."""
+ALGORITHMS: dict[str, Callable[[], Digest]] = {XXH3_128: xxhash.xxh3_128, SHA256: hashlib.sha256}
+"""Every algorithm a record may name, in the order `recorded_digest` looks for them."""
+CHUNK = 8 << 20
+"""Bytes read at a time when a file is hashed from disk."""
 
 
 def new_digest(algorithm: str) -> Digest:

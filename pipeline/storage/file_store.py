@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import TracebackType
 from typing import BinaryIO, Protocol
 
 from lmforge.durable import AtomicFile
@@ -36,7 +37,12 @@ class FileSink(Protocol):
     def commit(self) -> None: ...
     def abort(self) -> None: ...
     def __enter__(self) -> FileSink: ...
-    def __exit__(self, *exc: object) -> None: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
 
 
 class FileStore(Protocol):

@@ -9,7 +9,7 @@ and for any file changed after the manifest was written.
 from __future__ import annotations
 
 import json
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
 from lmforge.pipeline.errors import ArtifactError
@@ -48,7 +48,7 @@ def manifest_entries(where: str, manifest: dict[str, Any]) -> list[tuple[PurePos
     return [(safe_entry(where, entry), entry) for entry in files]
 
 
-def size_problem(rel: PurePosixPath, size: int | None, entry: dict) -> str | None:
+def size_problem(rel: PurePath, size: int | None, entry: dict) -> str | None:
     if size is None:
         return f"{rel} is missing"
     if size != entry["bytes"]:

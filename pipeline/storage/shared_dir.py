@@ -56,6 +56,8 @@ class SharedDir:
 
     def _bucket(self) -> BucketFiles:
         """The bucket side of the directory (opened where the task runs)."""
+        if self.remote is None:
+            raise ValueError(f"the work directory {self.root} has no bucket side")
         return BucketFiles(self.remote)
 
     def _remote_file(self, path: Path, size: int) -> RemoteFile:

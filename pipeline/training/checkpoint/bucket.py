@@ -79,6 +79,7 @@ def latest(root: str) -> str | None:
     for _, name, marked in store.steps():
         if not marked and name.startswith("."):
             continue  # a swap copy whose upload died
+        problem: str | None
         if not marked:
             problem = f"incomplete: no {ckpt.MARKER} marker"
         else:

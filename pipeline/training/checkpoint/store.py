@@ -93,13 +93,15 @@ class CheckpointStore:
     def steps(self) -> list[tuple[int, str, bool]]:
         """(step, name, has marker) of every `step_*` directory and swap copy holding files,
         newest first (one listing); for one step, `step_*` comes before its swap copies."""
-        names: dict[str, bool] = {}
+        found: dict[str, tuple[int, bool]] = {}
         for rel in self.files.sizes(recursive=True):
             parts = rel.split("/")
-            if len(parts) == 2 and step_of(parts[0]) is not None:
-                names[parts[0]] = names.get(parts[0], False) or parts[1] == MARKER
-        found = [(step_of(n), not n.startswith("."), n, marked) for n, marked in names.items()]
-        return [(step, n, marked) for step, _, n, marked in sorted(found, reverse=True)]
+            step = step_of(parts[0]) if len(parts) == 2 else None
+            if step is not None:
+                marked = found.get(parts[0], (step, False))[1] or parts[1] == MARKER
+                found[parts[0]] = (step, marked)
+        order = [(step, not n.startswith("."), n, marked) for n, (step, marked) in found.items()]
+        return [(step, n, marked) for step, _, n, marked in sorted(order, reverse=True)]
 
     def size_problem(self, name: str) -> str | None:
         """Why checkpoint `name` is not complete by its marker and file sizes (nothing hashed)."""
@@ -167,8 +169,8 @@ class CheckpointStore:
         local = self.files.local_path(rel)
         if local is not None:
             drill = {"midway": midway, "split_at": split_at}
-            size, digest = direct_write.write_file(local, head, body, algorithm, **drill)
-            return {"bytes": size, algorithm: digest}
+            size, hexdigest = direct_write.write_file(local, head, body, algorithm, **drill)
+            return {"bytes": size, algorithm: hexdigest}
         digest = digests.new_digest(algorithm)
         body = body.cast("B")
         progress = TransferProgress(f"uploading {self.files.uri(rel)}", len(head) + len(body))
