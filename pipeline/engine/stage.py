@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:
+from lmforge.pipeline.storage.location import is_bucket, join
+
+if TYPE_CHECKING:  # kept out of light processes (numpy)
     from lmforge.pipeline.storage.artifact_output import ArtifactOutput
-    from lmforge.pipeline.storage.input_artifact import InputPath
+    from lmforge.pipeline.storage.input_artifact import ArtifactPath
     from lmforge.pipeline.storage.settings import StoreSettings
 
 
@@ -72,9 +74,9 @@ class StageContext:
 
     stage: str
     config: Any
-    inputs: dict[str, Path | InputPath]
-    """Each upstream stage's artifact (read-only): its directory with a local store; with a
-    bucket an `InputPath` that fetches files into the node cache as they are read."""
+    inputs: dict[str, ArtifactPath]
+    """Each upstream stage's artifact (read-only): its directory (a `Path`) with a local store;
+    with a bucket an `InputPath` that fetches files into the node cache as they are read."""
     input_manifests: dict[str, dict]
     out_dir: Path
     tracker: Tracker
@@ -108,12 +110,12 @@ class StageContext:
     def shared_location(self, *parts: str) -> str:
         """A path or URI for data kept outside artifacts (checkpoints, Ray Train storage) that
         every node reaches: under the bucket when the store is one, else under the workdir."""
-        if self.store_uri and "://" in self.store_uri:
-            return "/".join([self.store_uri.rstrip("/"), *parts])
+        if self.store_uri is not None and is_bucket(self.store_uri):
+            return join(self.store_uri, *parts)
         return str(self.workdir.joinpath(*parts))
 
-    def input(self, name: str) -> Path:
-        """The artifact directory of upstream stage `name`."""
+    def input(self, name: str) -> ArtifactPath:
+        """The artifact directory of upstream stage `name` (see `ArtifactPath`)."""
         if name not in self.inputs:
             raise KeyError(f"stage {self.stage!r} did not declare input {name!r}")
         return self.inputs[name]

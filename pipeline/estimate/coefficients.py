@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lmforge.durable import write_atomic
 from lmforge.pipeline.errors import ConfigError
 
 COEFFICIENTS_FORMAT = 1
@@ -83,6 +84,4 @@ def write_coefficients(path: Path, stages: dict, samples: list[dict], command: s
         "stages": {s: {k: float(f"{v:.6g}") for k, v in c.items()} for s, c in stages.items()},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(partial, path)
+    write_atomic(path, json.dumps(data, indent=2) + "\n")

@@ -11,9 +11,10 @@ Read in this order:
   `prefetch`: the next steps' windows read in a background thread;
 - `async_save`: every rank saves its own shard in the background, rank 0 publishes;
   `zero_shards`: a rank's ranges of the parameters and AdamW moments at any ZeRO stage, and
-  restoring them; `shard_format`: the shard files and `layout.json`; `checkpoint_store`: a
-  directory or a bucket; `checkpoint`: markers, verification, pruning (and the consolidated
-  format); `resume`: which checkpoint to continue from, checked by every rank;
+  restoring them; `shard_format`: the shard files and `layout.json`; `checkpoint.store`: the
+  checkpoints in a directory or a bucket (the one store of `storage.file_store`);
+  `checkpoint.marker`: the `COMPLETE` marker and verification; `checkpoint.consolidated`: the
+  consolidated format; `resume`: which checkpoint to continue from, checked by every rank;
 - `export`: the final model and HF export streamed out of the shards in a Ray task;
   `ray_checkpoint`: the pointer Ray Train keeps; `zero3_init`: GPT's init into ZeRO-3 partitions;
 - `zero_state`: the full parameters and AdamW moments of an engine (the consolidated format);

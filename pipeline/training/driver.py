@@ -30,8 +30,8 @@ from ray.train.torch import TorchConfig
 
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.cluster.process_stats import kept_memory_tunables
-from lmforge.pipeline.training.checkpoint.bucket import is_remote
-from lmforge.pipeline.training.checkpoint.consolidated import CheckpointError
+from lmforge.pipeline.storage.location import is_bucket, local_path
+from lmforge.pipeline.training.checkpoint.marker import CheckpointError
 from lmforge.pipeline.training.checkpoint.ray_checkpoint import pointed_location
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.export import HFExport, export_checkpoint
@@ -83,8 +83,8 @@ def run_pretraining(
         data_dir=_location(data_dir),
         sample_index_dir=_location(sample_index_dir),
         checkpoint_dir=checkpoint_dir
-        if is_remote(checkpoint_dir)
-        else str(Path(checkpoint_dir).resolve()),
+        if is_bucket(checkpoint_dir)
+        else str(local_path(checkpoint_dir).resolve()),
         tracking_uri=tracking_uri,
         mlflow_run_id=mlflow_run_id,
         fault=fault,
@@ -134,8 +134,8 @@ def worker_runtime_env(train_cfg: TrainConfig) -> dict[str, Any]:
 
 def _remove_run_dir(storage_path: str, name: str) -> None:
     """Ray Train's copies of a finished run are redundant with `checkpoint_dir`: drop them."""
-    if not is_remote(storage_path):
-        shutil.rmtree(Path(storage_path) / name, ignore_errors=True)
+    if not is_bucket(storage_path):
+        shutil.rmtree(local_path(storage_path) / name, ignore_errors=True)
         return
     import pyarrow.fs as pafs
 

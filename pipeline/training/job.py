@@ -29,7 +29,7 @@ class TrainingJob:
     """Split to train on."""
     checkpoint_dir: str
     """Where checkpoints live across runs of the same key, reachable from every node: a shared
-    path or a URI such as s3://bucket/checkpoints/<key> (see `remote_checkpoints`)."""
+    path or a URI such as s3://bucket/checkpoints/<key> (see `checkpoint.store`)."""
     tracking_uri: str | None = None
     """MLflow tracking URI; with `mlflow_run_id`, rank 0 logs metrics into that run."""
     mlflow_run_id: str | None = None

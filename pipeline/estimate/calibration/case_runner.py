@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lmforge.durable import write_atomic
 from lmforge.pipeline.estimate.calibration.cases import CASES, Case
 from lmforge.pipeline.estimate.calibration.measures import CPUS
 
@@ -44,9 +45,7 @@ def run_cases(root: Path, sizes_of: Callable[[Case], tuple]) -> list[dict]:
             for sample in found:
                 sample["case"], sample["case_size"] = case.name, json.dumps(size)
             kept.parent.mkdir(exist_ok=True)
-            partial = kept.with_suffix(".partial")
-            partial.write_text(json.dumps(found), encoding="utf-8")
-            os.replace(partial, kept)
+            write_atomic(kept, json.dumps(found))
             samples += found
     return samples
 

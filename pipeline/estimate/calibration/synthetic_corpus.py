@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from lmforge.durable import AtomicFile
 from lmforge.pipeline.filters.minhash import shingle_hashes
 from lmforge.pipeline.sources.embedded import embedded_documents
 
@@ -191,14 +192,12 @@ def write_file(out_dir: str, number: int, start: int, stop: int, seed: int, word
     """Documents [start, stop) into one `.jsonl.zst` file; returns their planted entries."""
     planted = []
     path = Path(out_dir) / file_name(number)
-    partial = path.with_suffix(".zst.partial")
-    with pa.output_stream(str(partial), compression="zstd") as out:
+    with AtomicFile(path) as file, pa.output_stream(str(file.partial), compression="zstd") as out:
         for index in range(start, stop):
             text, entry = document(seed, index, words)
             out.write((json.dumps({"id": ID_FORMAT.format(index), "text": text}) + "\n").encode())
             if entry:
                 planted.append(entry)
-    partial.rename(path)
     return planted
 
 
