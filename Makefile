@@ -58,8 +58,24 @@ check: $(DEV_STAMP)
 	@$(COMPILE_SRC)
 	$(BIN)/python -m pytest -q -rs -m "not slow" --durations=15 tests
 
+# ruff, then the architecture's checks (each prints one line per breach; tests/unit/infra tests
+# them): the import contracts, the layout's limits, the dependencies as declared; then the
+# docs site's strict build.
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python tests/import_contracts.py
+	$(BIN)/python tests/layout_limits.py
+	$(BIN)/python tests/declared_dependencies.py
+	$(MKDOCS)
+
+# The documentation site (mkdocs, material theme) into site/. Strict: a link to a missing page
+# or anchor fails the build, here and in `make lint`. (No --quiet: it hides those failures.)
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+.PHONY: docs
+docs: $(DEV_STAMP)
+	$(MKDOCS)
 
 format: $(DEV_STAMP)
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .

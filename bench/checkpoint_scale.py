@@ -58,8 +58,8 @@ from lmforge.model.gpt import GPT
 from lmforge.model.hf_export import export_hf
 from lmforge.model.weights import load_model_dir, save_model_dir, weight_shapes
 from lmforge.pipeline.cluster.process_stats import reset_peak_rss, rss_bytes, task_peak_rss_bytes
+from lmforge.pipeline.storage import digests
 from lmforge.pipeline.training.checkpoint import bucket as remote_checkpoints
-from lmforge.pipeline.training.checkpoint import checksums
 from lmforge.pipeline.training.checkpoint import consolidated as ckpt
 from lmforge.pipeline.training.checkpoint import store as checkpoint_store
 from lmforge.pipeline.training.checkpoint.async_save import CheckpointSaver
@@ -186,7 +186,7 @@ def _sharded(engine, rank: int, checkpoints: Path, step, hashed: dict) -> dict:
     with Phase() as again:  # the synchronous save the asynchronous ones are measured against
         saver.save(_state(3))
         saver.wait()
-    listed = checkpoint_store.LocalStore(str(checkpoints)).listed(published.location)
+    listed = checkpoint_store.CheckpointStore(str(checkpoints)).listed(published.location)
     written = sum(meta["bytes"] for meta in listed.values()) if rank == 0 else 0
     base, windows = [_timed(step, 2 + i) for i in range(BASE_STEPS)], []
     for window in range(WINDOWS):  # base steps, a save and the steps it overlaps, ...
@@ -215,17 +215,16 @@ def _sharded(engine, rank: int, checkpoints: Path, step, hashed: dict) -> dict:
 
 
 def _count_hashing() -> dict:
-    """Count the bytes that checkpoints read back to hash them: `file_sha256` wherever they
-    call it (the gathered path's marker) and `checksums.file_digest` (every verification)."""
+    """Count the bytes that checkpoints read back to hash them: `digests.digest_file`, wherever
+    they call it (the gathered path's marker, every verification)."""
     counter = {"bytes": 0}
-    for module, name in ((ckpt, "file_sha256"), (checksums, "file_digest")):
-        real = getattr(module, name)
+    real = digests.digest_file
 
-        def counting(path, *args, real=real, **kwargs):
-            counter["bytes"] += Path(path).stat().st_size
-            return real(path, *args, **kwargs)
+    def counting(path, *args, **kwargs):
+        counter["bytes"] += Path(path).stat().st_size
+        return real(path, *args, **kwargs)
 
-        setattr(module, name, counting)
+    digests.digest_file = counting
     return counter
 
 

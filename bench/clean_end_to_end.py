@@ -4,9 +4,10 @@ The corpus: `--mb` MB of JSONL in `--files` files, web-like pages recombined fro
 documentation (`clean_throughput.build_corpus`: one page in twelve an exact copy of an earlier
 one), ids numbered in corpus order.
 
-- lmforge: the real `clean` stage (`clean_stage.py`) on a local Ray runtime started with the
-  project's helper (`ensure_ray`) and given `--cpus` CPUs: read -> chain -> exact + MinHash dedup
-  (20 bands x 5 rows, Jaccard >= 0.6) -> zstd Parquet shards, with every exclusion recorded.
+- lmforge: the real `clean` stage (`pipeline/estimate/calibration/clean_in_process.py`) on a
+  local Ray runtime started with the project's helper (`ensure_ray`) and given `--cpus` CPUs:
+  read -> chain -> exact + MinHash dedup (20 bands x 5 rows, Jaccard >= 0.6) -> zstd Parquet
+  shards, with every exclusion recorded.
   The comparison runs Gopher quality, Gopher repetition and C4 only (the other steps switched off
   with `data.filters.<step>.enabled=false`); exact dedup stays on, counted against lmforge.
 - datatrove: `LocalPipelineExecutor` pipelines with `--cpus` workers: JsonlReader -> Gopher
@@ -170,10 +171,14 @@ def run_lmforge(corpus: Path, work: Path, cpus: int, off: tuple[str, ...], split
     seconds and CPU seconds of the process tree (over the stage, and with start-up)."""
     import pyarrow.parquet as pq
     import ray
-    from clean_stage import filters_off, prepare_clean_stage, run_clean_stage
     from cpu_accounting import TreeCpu
 
     from lmforge.pipeline.cluster.ray_runtime import ensure_ray, shutdown_ray
+    from lmforge.pipeline.estimate.calibration.clean_in_process import (
+        filters_off,
+        prepare_clean_stage,
+        run_clean_stage,
+    )
 
     work.mkdir(parents=True)
     overrides = [

@@ -1,8 +1,9 @@
 """`clean` at scale: a synthetic corpus of N documents, filters off, exact + MinHash dedup on.
 
-Generates (seeded, never committed) `.jsonl.zst` files with `bench/corpus_synth.py` (5% exact
-and 20% near copies), then runs the real `clean` stage in this process as its coordinator, on a
-local Ray with `--cpus` CPUs, and reports:
+Generates (seeded, never committed) `.jsonl.zst` files with `bench/corpus_synth.py`'s generator
+(5% exact and 20% near copies), then runs the real `clean` stage in this process as its
+coordinator (`pipeline/estimate/calibration/clean_in_process.py`, as the `clean` calibration case
+does), on a local Ray with `--cpus` CPUs, and reports:
 
 - `wall_s` and `lmforge` (documents/s) of the stage;
 - `coordinator_peak_rss_mb` and `coordinator_read_mb`: this process over the stage (its peak is
@@ -38,17 +39,15 @@ import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ray
 
-import corpus_synth  # noqa: E402
-import ray  # noqa: E402
-from clean_stage import FILTERS, filters_off, prepare_clean_stage, run_clean_stage  # noqa: E402
+from lmforge.pipeline.estimate.calibration.clean_in_process import run_clean
+from lmforge.pipeline.estimate.calibration.synthetic_corpus import synthesize
 
 SIZE_RE = re.compile(r"\|\s*([\d.]+) B\s*\|\s*(\w+)\s*\|")
 
@@ -57,13 +56,6 @@ def parse_size(text: str) -> int:
     text = text.strip().upper()
     scale = {"K": 10**3, "M": 10**6, "G": 10**9}.get(text[-1:], 1)
     return int(float(text[:-1] if text[-1:] in "KMG" else text) * scale)
-
-
-def cpu_busy_seconds() -> float:
-    """Busy CPU seconds of the whole machine since boot (user+nice+system+irq+softirq+steal)."""
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 class ObjectWatch(threading.Thread):
@@ -88,15 +80,6 @@ class ObjectWatch(threading.Thread):
                     self.largest_in_task = max(self.largest_in_task, float(size))
 
 
-def run_clean(corpus: Path, workdir: Path, extra: list[str]) -> tuple[dict, float, float]:
-    """(summary, wall seconds, cores used) of the clean stage over `corpus`, filters off."""
-    overrides = [f"data.paths=[{corpus}/*.jsonl.zst]", *filters_off(*FILTERS), *extra]
-    task = prepare_clean_stage(workdir, overrides)
-    busy = cpu_busy_seconds()
-    summary, _, wall = run_clean_stage(task)
-    return summary, wall, (cpu_busy_seconds() - busy) / wall
-
-
 def removals(artifact: Path) -> dict[str, tuple[str, str]]:
     import pyarrow.parquet as pq
 
@@ -115,7 +98,7 @@ def corpus_of(root: Path, docs: int, args: argparse.Namespace) -> tuple[Path, bo
         if (corpus / "planted.json").exists():  # written last, after every file
             return corpus, False
     started = time.perf_counter()
-    corpus_synth.synthesize(corpus, docs, files, seed=0, words=args.words, workers=args.cpus)
+    synthesize(corpus, docs, files, seed=0, words=args.words, workers=args.cpus)
     size_mb = sum(p.stat().st_size for p in corpus.glob("*.jsonl.zst")) / 2**20
     took = time.perf_counter() - started
     print(f"{docs} documents: {size_mb:.0f} MB of .jsonl.zst written in {took:.0f}s")
@@ -150,7 +133,7 @@ def warm_up(root: Path, args: argparse.Namespace) -> None:
     import the stage's modules on first use, a few seconds that would otherwise count in the
     first size's time only and hide part of the growth between sizes."""
     corpus = root / "warm-up"
-    corpus_synth.synthesize(corpus, 20_000, min(args.files, 4), seed=1, words=args.words)
+    synthesize(corpus, 20_000, min(args.files, 4), seed=1, words=args.words)
     workdir = root / "warm-up-run"
     workdir.mkdir()
     run_clean(corpus, workdir, ["data.val_fraction=0.05"])

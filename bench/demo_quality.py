@@ -21,7 +21,7 @@ completion, the "greedy_loops" and the "minimal_pair_margins" figures), the wors
 figure over the seeds, "met": {figure: bool}, "all_met": bool, "seconds": [...]}. With the
 preset's sequence-level phase it takes about 4-9 minutes per seed on 2 cores of the Intel
 machine, about 6-8 on a Zen 3 AMD EPYC and about 16 on the slower Zen 1 AMD one
-(docs/demo-preset.md).
+(docs/training.md, "Why it is what it is").
 
     .venv/bin/python bench/demo_quality.py [--seeds 1337 0 1] [--override K=V ...]
         [--loop-prompts 200] [--keep DIR]

@@ -1,13 +1,14 @@
 """How close `lmforge estimate` comes to measured runs it was not fitted on.
 
-Runs every case of `bench/estimate_cases.py` at its fit sizes, fits the coefficients on those
-samples alone (starting from the shipped file, fitted by `--calibrate` at other sizes again),
-then runs the target sizes (the 1M- and 3M-document clean benches, the `tiny` pipeline run and
-the `small` model's for 100 steps; `--quick`: smaller ones) and compares, for each, the
-predicted wall time and peak memory of the largest process with the measured ones. A
-pipeline run counts as a whole (its stages' summed time, its largest process); its stages are
-listed too. The last line is JSON: `{"bench": "estimate_accuracy", "checks": [...],
-"max_time_error", "max_memory_error", "all_within": bool}` (goal: every check within +-30%).
+Runs every calibration case (`pipeline/estimate/calibration/cases.py`) at its fit sizes, fits
+the coefficients on those samples alone (starting from the shipped file, fitted by `--calibrate`
+at other sizes again), then runs the target sizes (the 1M- and 3M-document clean benches, the
+`tiny` pipeline run and the `small` model's for 100 steps; `--quick`: smaller ones) and
+compares, for each, the predicted wall time and peak memory of the largest process with the
+measured ones. A pipeline run counts as a whole (its stages' summed time, its largest
+process); its stages are listed too. The last line is JSON: `{"bench": "estimate_accuracy",
+"checks": [...], "max_time_error", "max_memory_error", "all_within": bool}` (goal: every check
+within +-30%).
 
     .venv/bin/python bench/estimate_accuracy.py [--quick] [--tolerance 0.3] [--keep DIR]
 
@@ -22,21 +23,16 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import estimate_cases
-
 from lmforge.pipeline.estimate.calibrate import fit
-from lmforge.pipeline.estimate.cost_model import (
-    cost_models,
-    load_coefficients,
-    shipped_coefficients,
-)
+from lmforge.pipeline.estimate.calibration.case_runner import run_cases
+from lmforge.pipeline.estimate.coefficients import load_coefficients, shipped_coefficients
 from lmforge.pipeline.estimate.prediction import predict
+from lmforge.pipeline.estimate.stage_costs import cost_models
 
 
 def predicted(sample: dict, coefficients: dict) -> tuple[float, float]:
     """(wall seconds, largest measured process's MB) the fitted model gives for a sample."""
-    module = cost_models()[sample["stage"]]
-    cost = module.cost(sample["size"])
+    cost = cost_models()[sample["stage"]].cost(sample["size"])
     result = predict(sample["stage"], cost, sample["size"], coefficients)
     pairs = zip(cost.processes, result.processes, strict=True)
     by_measure = {p.measure: q.peak_rss_mb for p, q in pairs}
@@ -85,13 +81,9 @@ def main() -> None:
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="lmforge-estimate-accuracy-"))
     try:
-        fit_samples = estimate_cases.run_cases(
-            root / "fit", lambda c: c.quick_fit if args.quick else c.fit
-        )
+        fit_samples = run_cases(root / "fit", lambda c: c.quick_fit if args.quick else c.fit)
         coefficients = fit(fit_samples, load_coefficients(shipped_coefficients()))
-        targets = estimate_cases.run_cases(
-            root / "target", lambda c: c.quick_target if args.quick else c.target
-        )
+        targets = run_cases(root / "target", lambda c: c.quick_target if args.quick else c.target)
         found, lines = checks(targets, coefficients)
         if args.keep:  # what was fitted and checked, to look into or refit later
             for name, data in (("fit", fit_samples), ("target", targets)):

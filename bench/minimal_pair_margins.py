@@ -4,7 +4,7 @@ model gets right or wrong by a clear margin, and which lie near a tie.
 The demo's bar counts the pairs a model gets right (`minimal_pair_accuracy` of the perplexity
 stage, at least 0.7). A pair within a nat of a tie lands on either side with the training seed and
 the machine's rounding, so the count alone does not tell a model that holds the bar from one that
-met it by luck (docs/demo-preset.md). This scores each workdir's model on the frozen pairs and
+met it by luck (docs/training.md). This scores each workdir's model on the frozen pairs and
 counts the pairs right by more than `--tie` nats, wrong by more, and within it.
 
     .venv/bin/python bench/minimal_pair_margins.py WORKDIR [WORKDIR ...] [--tie 1.0]

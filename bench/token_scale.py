@@ -11,7 +11,8 @@ Everything lives on tmpfs (`/dev/shm`, removed at the end) and is generated here
    (`open_files`, `mappings`, `rss_mb`; goals < 256, < 1,000, < 300 MB; the process's figures
    after its imports alone are given beside them).
 3. A fresh process builds a sample index of `--windows` windows (one epoch, uint32, shuffled in
-   place in the memory-mapped file): `index_build_s` and its peak RSS (VmHWM;
+   place in the memory-mapped file; `pipeline/estimate/calibration/index_build.py`, as the
+   `sample_index` calibration case measures it): `index_build_s` and its peak RSS (VmHWM;
    `index_build_anon_mb` is its peak of anonymous memory, the rest being the file's pages).
 4. Two rank processes at once each map the index and draw `--batches` steps of a 512-window
    global batch through `WindowSampler` (rank r of 2); `index_rss_mb_per_rank` is the larger
@@ -39,9 +40,17 @@ from pathlib import Path
 
 import numpy as np
 
-BLOCK, MAX_OFFSET, VOCAB = 128, 127, 32768
+from lmforge.pipeline.estimate.calibration.index_build import (
+    BLOCK,
+    MAX_OFFSET,
+    SEED,
+    build_index,
+    cpu_s,
+    status_mb,
+)
+
+VOCAB = 32768
 GLOBAL_BATCH, MICRO_BATCH, WORLD = 512, 8, 2
-SEED = 0
 
 
 def _write_shards(args: tuple[str, range]) -> list:
@@ -62,7 +71,7 @@ def write_split(directory: Path, shards: int) -> tuple[float, float]:
     """Write the shards with two processes and index them; seconds and CPU seconds taken."""
     from lmforge.tokenizer.split_index import write_split_index
 
-    started, cpu = time.perf_counter(), _cpu_s(resource.RUSAGE_CHILDREN)
+    started, cpu = time.perf_counter(), cpu_s(resource.RUSAGE_CHILDREN)
     step = 1000
     chunks = [(str(directory), range(a, min(shards, a + step))) for a in range(0, shards, step)]
     pool = Pool(2)
@@ -70,27 +79,15 @@ def write_split(directory: Path, shards: int) -> tuple[float, float]:
     pool.close()
     pool.join()  # reaped, so their CPU time counts in RUSAGE_CHILDREN
     write_split_index(directory, "train", infos)
-    return time.perf_counter() - started, _cpu_s(resource.RUSAGE_CHILDREN) - cpu
-
-
-def _status_mb(field: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    return time.perf_counter() - started, cpu_s(resource.RUSAGE_CHILDREN) - cpu
 
 
 def _process_figures() -> dict:
     return {
         "open_files": len(os.listdir("/proc/self/fd")),
         "mappings": len(Path("/proc/self/maps").read_text().splitlines()),
-        "rss_mb": round(_status_mb("VmRSS"), 1),
+        "rss_mb": round(status_mb("VmRSS"), 1),
     }
-
-
-def _cpu_s(who: int = resource.RUSAGE_SELF) -> float:
-    usage = resource.getrusage(who)
-    return round(usage.ru_utime + usage.ru_stime, 2)
 
 
 def child_dataset(directory: str, reads: int) -> dict:
@@ -115,30 +112,7 @@ def child_dataset(directory: str, reads: int) -> dict:
         "checksum": checksum,
         **_process_figures(),
         "after_imports": baseline,
-        "cpu_s": _cpu_s(),
-    }
-
-
-def child_build(directory: str, windows: int) -> dict:
-    from lmforge.pipeline.training.data.sample_index import build_sample_index
-
-    imports_rss, imports_anon = _status_mb("VmRSS"), _status_mb("RssAnon")
-    started = time.perf_counter()
-    build_sample_index(
-        directory,
-        n_windows=windows,
-        seed=SEED,
-        max_offset=MAX_OFFSET,
-        epochs=1,
-        block_size=BLOCK,
-        data_fingerprint="synthetic",
-    )
-    return {
-        "build_s": round(time.perf_counter() - started, 1),
-        "peak_rss_mb": round(_status_mb("VmHWM"), 1),
-        "imports_rss_mb": round(imports_rss, 1),
-        "anon_rise_mb": round(_status_mb("RssAnon") - imports_anon, 1),  # no copy of the order
-        "cpu_s": _cpu_s(),
+        "cpu_s": cpu_s(),
     }
 
 
@@ -146,7 +120,7 @@ def child_rank(directory: str, rank: int, batches: int) -> dict:
     from lmforge.pipeline.training.data.sample_index import SampleIndex
     from lmforge.pipeline.training.data.sampler import WindowSampler
 
-    before = _status_mb("VmRSS")
+    before = status_mb("VmRSS")
     sampler = WindowSampler(SampleIndex(directory), GLOBAL_BATCH, MICRO_BATCH, rank, WORLD)
     drawn = 0
     for _ in range(batches):
@@ -154,8 +128,8 @@ def child_rank(directory: str, rank: int, batches: int) -> dict:
     return {
         "rank": rank,
         "windows_drawn": drawn,
-        "rss_rise_mb": round(_status_mb("VmRSS") - before, 1),
-        "cpu_s": _cpu_s(),
+        "rss_rise_mb": round(status_mb("VmRSS") - before, 1),
+        "cpu_s": cpu_s(),
     }
 
 
@@ -183,7 +157,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         kind, directory, number, *rest = args.child
-        run = {"dataset": child_dataset, "build": child_build, "rank": child_rank}[kind]
+        run = {"dataset": child_dataset, "build": build_index, "rank": child_rank}[kind]
         print(json.dumps(run(directory, int(number), *map(int, rest))))
         return
     if args.quick:

@@ -3,7 +3,9 @@
 Run: `.venv/bin/python bench/tokenize_throughput.py [--mb 5] [--repeats 3]`
 
 Text: Python's own English documentation (the `pydoc` help topics and the docstrings of the
-standard library, read with `ast`, nothing imported or downloaded), repeated to `--mb` MB.
+standard library, read with `ast`, nothing imported or downloaded), repeated to `--mb` MB
+(`pipeline/estimate/calibration/tokenize_timing.py`, which the `tokenize` calibration case
+times too).
 One byte-level BPE tokenizer is trained on it once. Then, in one run, best of `--repeats` rounds
 (each round runs every contender once, so load spikes hit all alike):
 - reference: `Tokenizer.encode_batch` over batches of documents, one CPU;
@@ -23,60 +25,29 @@ import os
 os.environ["RAYON_NUM_THREADS"] = "1"
 
 import argparse  # noqa: E402
-import ast  # noqa: E402
 import json  # noqa: E402
 import multiprocessing as mp  # noqa: E402
-import sysconfig  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
 from itertools import islice  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from tokenizers import Tokenizer  # noqa: E402
 
+from lmforge.pipeline.estimate.calibration.tokenize_timing import (  # noqa: E402
+    BATCH,
+    MB,
+    documentation_corpus,
+    lmforge_encode,
+    timed,
+)
 from lmforge.tokenizer import (  # noqa: E402
     TokenizerConfig,
     save_tokenizer,
     tokenize_partition,
     train_bpe,
 )
-
-BATCH = 1024
-MB = 1e6
-
-
-def documentation_corpus(target_bytes: int) -> list[str]:
-    """Distinct English documents from the Python docs, then repeated to `target_bytes`."""
-    from pydoc_data.topics import topics
-
-    docs = [text for text in topics.values() if text.strip()]
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    for path in sorted(stdlib.glob("*.py")) + sorted(stdlib.glob("*/*.py")):
-        if {"test", "tests", "site-packages"} & {path.parent.name} or path.name.startswith("test"):
-            continue
-        docs += _docstrings(path)
-    unique = sum(len(d.encode()) for d in docs)
-    out, size = [], 0
-    while size < target_bytes:
-        for doc in docs:
-            out.append(doc)
-            size += len(doc.encode())
-            if size >= target_bytes:
-                break
-    print(f"corpus: {len(docs)} distinct documents, {unique / MB:.2f} MB distinct text")
-    return out
-
-
-def _docstrings(path: Path) -> list[str]:
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (SyntaxError, UnicodeDecodeError, ValueError):
-        return []
-    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-    found = (ast.get_docstring(node) for node in ast.walk(tree) if isinstance(node, kinds))
-    return [doc for doc in found if doc and len(doc) >= 200]
 
 
 def _batches(texts: list[str], size: int):
@@ -93,16 +64,6 @@ def reference_encode(tok: Tokenizer, texts: list[str], out_dir: Path) -> None:
 def reference_fast_encode(tok: Tokenizer, texts: list[str], out_dir: Path) -> None:
     for batch in _batches(texts, BATCH):
         tok.encode_batch_fast(batch)
-
-
-def lmforge_encode(tok: Tokenizer, texts: list[str], out_dir: Path) -> None:
-    tokenize_partition(tok, texts, out_dir, "train", 0, batch_size=BATCH)
-
-
-def timed(run: Callable[[], None]) -> float:
-    start = time.perf_counter()
-    run()
-    return time.perf_counter() - start
 
 
 class TwoWorkers:

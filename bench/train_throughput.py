@@ -14,6 +14,9 @@ hardware, else fp32, AMX included):
   (e.g. `train.global_batch_size=32`, `train.precision=bf16`, `train.pin_cpus=false`), to
   measure a layout before the preset takes it; the JSON line names the precision and pinning.
 
+The cases and lmforge's runs are the `pretrain` calibration case's
+(`pipeline/estimate/calibration/training_steps.py`).
+
 `reference` is a plain loop written here (GPT, torch AdamW, clip_grad_norm_, one process, all
 the CPUs); where the preset trains with `train.unlikelihood`, both loops add that term to
 cross-entropy with the same function. Both time the steps the preset spends most of its run on:
@@ -46,102 +49,25 @@ import json
 import os
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
 from lmforge.pipeline.cluster.ray_runtime import ensure_ray, shutdown_ray
-from lmforge.pipeline.config import compose
-from lmforge.pipeline.training.config import TrainConfig
-from lmforge.pipeline.training.data.sample_index import build_for_data
-from lmforge.pipeline.training.driver import run_pretraining
+from lmforge.pipeline.estimate.calibration.training_steps import (
+    SEED,
+    Case,
+    case_for,
+    lmforge_run,
+    write_shards,
+)
 from lmforge.pipeline.training.objectives.unlikelihood import training_objective
-from lmforge.pipeline.training.precision import expects_bf16
 from lmforge.tokenizer.dataset import TokenDataset
-from lmforge.tokenizer.shards import TokenShardWriter
-from lmforge.tokenizer.split_index import index_committed_shards
 
-BASE = ModelConfig(vocab_size=8192, block_size=256, d_model=256, n_head=4, n_layer=4, d_ff=1024)
-
-
-@dataclasses.dataclass(frozen=True)
-class Case:
-    """What one `--model` case trains, and lmforge's layout for it."""
-
-    model: ModelConfig
-    batch: int
-    """Sequences per optimizer step."""
-    micro_batch: int
-    """Sequences per worker per forward pass."""
-    workers: int
-    stage: int
-    unlikelihood: float = 0.0
-    """`train.unlikelihood`: both loops add the same term to cross-entropy."""
-    bf16: bool = False
-    """bf16 on this CPU (`train.precision=bf16`, or a native choice such as the preset's on a
-    CPU where it autocasts, `precision.py`): both loops run their forward passes under CPU bf16
-    autocast."""
-    pin_cpus: bool = True
-    """`train.pin_cpus`: lmforge's training threads each on their own CPU."""
-    keep_freed_memory: bool = True
-    """`train.keep_freed_memory`: lmforge's workers keep the memory their steps free."""
-
-    @property
-    def precision(self) -> str:
-        """`train.precision` of lmforge's runs (and the plain loop's autocast)."""
-        return "bf16" if self.bf16 else "fp32"
-
-
-def base_case() -> Case:
-    """One worker holding every CPU under ZeRO 0, 8 sequences a step."""
-    return Case(BASE, batch=8, micro_batch=8, workers=1, stage=0)
-
-
-def tiny_case(overrides: list[str]) -> Case:
-    """The tiny preset's model, batch and worker layout (what `make demo` trains)."""
-    config = compose(["preset=tiny", *overrides])
-    train = config["train"]
-    model = ModelConfig.from_dict(
-        {**config["model"], "vocab_size": config["tokenizer"]["vocab_size"]}
-    )
-    return Case(
-        model,
-        batch=train["global_batch_size"],
-        micro_batch=train["micro_batch_size"],
-        workers=train["num_workers"],
-        stage=train["zero_stage"],
-        unlikelihood=train["unlikelihood"],
-        # as lmforge resolves it on this CPU: "auto" is fp32, the native choices bf16 where the
-        # CPU computes bf16 in hardware (AMX excepted in bf16_if_native_except_amx)
-        bf16=expects_bf16(train["precision"], use_gpu=False),
-        pin_cpus=train["pin_cpus"],
-        keep_freed_memory=train["keep_freed_memory"],
-    )
-
-
-def case_for(name: str, overrides: list[str]) -> Case:
-    """The `--model` case called `name` ("base" or "tiny"; overrides change the tiny preset)."""
-    return tiny_case(overrides) if name == "tiny" else base_case()
-
-
-SEED = 0
 WAITS: list[tuple[float, float]] = []
 """(seconds waiting for data, seconds of all the step's parts) of each lmforge run."""
-
-
-def write_shards(directory: Path, n_windows: int, model: ModelConfig) -> Path:
-    """Random tokens, enough for `n_windows` windows of block_size + 1."""
-    rng = np.random.default_rng(SEED)
-    n_docs = n_windows * model.block_size // 200 + 2
-    docs = [[0, *rng.integers(1, model.vocab_size, 200).tolist()] for _ in range(n_docs)]
-    with TokenShardWriter(directory, "train", 0, model.vocab_size) as writer:
-        writer.write_documents(docs)
-    index_committed_shards(directory, "train")
-    return directory
 
 
 def reference_loop(data_dir: Path, steps: int, threads: int, case: Case) -> list[float]:
@@ -169,63 +95,9 @@ def reference_loop(data_dir: Path, steps: int, threads: int, case: Case) -> list
     return list(np.diff(times)[1:])
 
 
-def train_config(case: Case, steps: int, *, cpus: int, compile: bool = False) -> TrainConfig:
-    """lmforge's training configuration for `case`: its layout, precision and pinning, and the
-    plain loop's optimizer settings."""
-    return TrainConfig(
-        max_steps=steps,
-        global_batch_size=case.batch,
-        micro_batch_size=case.micro_batch,
-        num_workers=case.workers,
-        cpus_per_worker=cpus // case.workers,
-        zero_stage=case.stage,
-        lr=3e-4,
-        min_lr=3e-5,
-        warmup_steps=2,
-        weight_decay=0.1,
-        grad_clip=1.0,
-        checkpoint_every=0,
-        log_every=5,
-        seed=SEED,
-        max_failures=0,
-        precision=case.precision,
-        pin_cpus=case.pin_cpus,
-        keep_freed_memory=case.keep_freed_memory,
-        compile=compile,
-        unlikelihood=case.unlikelihood,
-    )
-
-
-def lmforge_run(
-    root: Path,
-    data_dir: Path,
-    steps: int,
-    case: Case,
-    *,
-    cpus: int,
-    compile: bool = False,
-) -> list[float]:
-    """Seconds of every step but the first that lmforge's rank 0 reports, in `case`'s layout."""
-    cfg = train_config(case, steps, cpus=cpus, compile=compile)
-    name = f"zero{case.stage}-{case.workers}w-{uuid.uuid4().hex[:6]}"
-    positions = steps * case.batch
-    build_for_data(
-        root / name / "index",
-        data_dir,
-        block_size=case.model.block_size,
-        seed=SEED,
-        epoch_offsets=cfg.epoch_offsets,
-        positions=positions,
-    )
-    summary = run_pretraining(
-        model_cfg=case.model,
-        train_cfg=cfg,
-        data_dir=str(data_dir),
-        sample_index_dir=str(root / name / "index"),
-        out_dir=str(root / name / "model"),
-        checkpoint_dir=str(root / name / "checkpoints"),
-        storage_path=str(root / "ray_storage"),
-    )
+def step_seconds(summary: dict) -> list[float]:
+    """Seconds of every step but the first of an lmforge run (its rank 0's summary, from
+    `lmforge_run`); its time waiting for data is noted in `WAITS`."""
     parts = {k: v for k, v in summary.items() if k.startswith("time_") and k.endswith("_s_total")}
     WAITS.append((summary["time_data_s_total"], sum(parts.values())))
     return list(summary["step_seconds"])
@@ -268,14 +140,16 @@ def main() -> None:
         ensure_ray(None, num_cpus=args.cpus, workdir=root)  # the pipeline's own local runtime
         plain, ours = reference_loop(data, args.steps, args.cpus, case), []
         for _ in range(args.repeats):  # alternate, so that a burst of foreign load hits both
-            ours += lmforge_run(root, data, args.steps, case, cpus=args.cpus)
+            ours += step_seconds(lmforge_run(root, data, args.steps, case, cpus=args.cpus))
             plain += reference_loop(data, args.steps, args.cpus, case)
         zero2, compiled = [], []
         if args.model == "base":
             layout = dataclasses.replace(case, workers=2, stage=2, micro_batch=case.batch // 2)
-            zero2 = lmforge_run(root, data, args.steps, layout, cpus=args.cpus)
+            zero2 = step_seconds(lmforge_run(root, data, args.steps, layout, cpus=args.cpus))
         if args.compile:
-            compiled = lmforge_run(root, data, args.steps, case, cpus=args.cpus, compile=True)
+            compiled = step_seconds(
+                lmforge_run(root, data, args.steps, case, cpus=args.cpus, compile=True)
+            )
         shutdown_ray()
     ours_name = f"lmforge, {case.workers} worker(s), ZeRO {case.stage}"
     rows = {"plain PyTorch loop": plain, ours_name: ours}

@@ -16,7 +16,7 @@ from lmforge.model.kv_cache import LayerKV
 ACTIVATION_FNS: dict[str, Callable[[Tensor], Tensor]] = {
     "gelu": functools.partial(F.gelu, approximate="tanh"),
     # On CPU the erf GELU and its backward take about a third of the tanh form's time: torch's
-    # vectorised tanh is the slow part (docs/demo-preset.md).
+    # vectorised tanh is the slow part (docs/training.md, "Why it is what it is").
     "gelu_exact": F.gelu,
     "relu": F.relu,
 }

@@ -66,7 +66,8 @@ def format_mb(mb: float) -> str:
 
 
 def format_duration(seconds: float) -> str:
-    """`45s`, `12m30s`, `3h20m`, `4d06h`."""
+    """`45s`, `12m30s`, `3h20m`, `4d06h`: the two largest units of the whole seconds rounded up
+    (an estimate or a time left errs long); every estimate, ETA and elapsed time reads so."""
     s = max(0, int(math.ceil(seconds)))
     if s < 60:
         return f"{s}s"

@@ -8,9 +8,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def package_folders() -> dict[str, str]:
-    """{installed package: source folder}, read from the `ROOTS` mapping of setup.py."""
-    tree = ast.parse((REPO / "setup.py").read_text(encoding="utf-8"))
+def package_folders(repo: Path = REPO) -> dict[str, str]:
+    """{installed package: source folder}, read from the `ROOTS` mapping of `repo`'s setup.py."""
+    tree = ast.parse((repo / "setup.py").read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "ROOTS" for t in node.targets

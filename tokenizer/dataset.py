@@ -12,10 +12,12 @@ bounded with any number of shards; document starts are mapped too, and only on u
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -85,7 +87,7 @@ class TokenDataset:
 
     def __init__(
         self,
-        source: str | Path,
+        source: str | os.PathLike[str],
         split: str,
         block_size: int,
         max_offset: int = 0,
@@ -102,7 +104,8 @@ class TokenDataset:
             raise ValueError(f"max_offset must be in [0, block_size], got {max_offset}")
         if max_open_shards < 1:
             raise ValueError(f"max_open_shards must be >= 1, got {max_open_shards}")
-        self.directory = source if hasattr(source, "glob") else Path(source)
+        # a store input (with `glob`, e.g. an InputPath) stays one: it maps its files lazily
+        self.directory = cast(Path, source) if hasattr(source, "glob") else Path(source)
         self.split = split
         self.block_size = block_size
         self.max_offset = max_offset

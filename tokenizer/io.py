@@ -10,6 +10,7 @@ encoded text, so a document's ids are `[tok.bos_token_id] + tok(text).input_ids`
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,7 +74,7 @@ def _check_hf_round_trip(tok: Tokenizer, out_dir: Path) -> None:
         )
 
 
-def load_tokenizer(path: str | Path) -> Tokenizer:
+def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
     """Load `tokenizer.json` from a directory written by `save_tokenizer` (or the file itself)."""
     path = Path(path)
     file = path / TOKENIZER_FILE if path.is_dir() else path

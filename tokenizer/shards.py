@@ -5,7 +5,7 @@ One shard is three files named `<split>-<index:05d>.*`:
 - `.docs.npy`: int64 start offset of every document in the stream (its leading `<|endoftext|>`);
 - `.shard.json`: the header (dtype, counts, file names). It is written last, by rename, and a shard
   exists only once its header does: a writer that crashes or is never closed leaves only hidden
-  `.*.partial` files that no reader looks at.
+  `.*.partial-*` files that no reader looks at (`lmforge.durable`).
 
 Once every shard of a split is committed, the split's index (`split_index`) lists them, and
 readers (`TokenDataset`) open the split from it; `read_shard` opens one shard by its header.
@@ -14,14 +14,13 @@ readers (`TokenDataset`) open the split from it; `read_shard` opens one shard by
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 import numpy as np
 
+from lmforge.durable import AtomicFile, WholeOrNothing, write_atomic
 from lmforge.tokenizer.packing import PackedStream, pack_documents, token_dtype
 
 FORMAT = "lmforge-token-shard"
@@ -61,7 +60,7 @@ class ShardInfo:
     """Documents in the stream."""
 
 
-class TokenShardWriter:
+class TokenShardWriter(WholeOrNothing):
     """Append documents to one shard; nothing is visible until `close()` commits it.
 
     Use as a context manager: leaving the block normally commits, an exception discards.
@@ -78,8 +77,7 @@ class TokenShardWriter:
             for kind, suffix in (("tokens", TOKENS_SUFFIX), ("docs", DOCS_SUFFIX))
         }
         self._header = self.out_dir / f"{self.name}{HEADER_SUFFIX}"
-        self._partial = {k: p.with_name(f".{p.name}.partial") for k, p in self._final.items()}
-        self._tokens_file = open(self._partial["tokens"], "wb")  # noqa: SIM115 (closed in close())
+        self._tokens = AtomicFile(self._final["tokens"])  # committed or aborted by close/abort
         self._doc_starts: list[np.ndarray] = []
         self.n_tokens = 0
         self.n_docs = 0
@@ -92,7 +90,7 @@ class TokenShardWriter:
 
     def write_packed(self, packed: PackedStream) -> None:
         """Append an already packed stream; its doc starts are relative to its own first token."""
-        if self._tokens_file.closed:
+        if self._tokens.handle.closed:
             raise ValueError(f"shard {self._header} is already closed")
         tokens = packed.tokens
         if tokens.size and int(tokens.max()) >= self.vocab_size:
@@ -101,25 +99,22 @@ class TokenShardWriter:
                 f"while writing {self._header}: the tokenizer and vocab_size disagree"
             )
         on_disk = np.ascontiguousarray(tokens, dtype=self.dtype.newbyteorder("<"))
-        self._tokens_file.write(on_disk.data)
+        self._tokens.write(on_disk.data)
         self._doc_starts.append(packed.doc_starts + self.n_tokens)
         self.n_tokens += len(tokens)
         self.n_docs += len(packed.doc_starts)
 
     def close(self) -> ShardInfo:
-        """Flush the stream and doc starts, then publish the header by atomic rename."""
+        """Commit the stream and doc starts, then the header, each atomically and durably."""
         if self.info is not None:
             return self.info
-        if self._tokens_file.closed:
+        if self._tokens.handle.closed:
             raise ValueError(f"shard {self._header} was aborted; nothing to commit")
-        self._tokens_file.flush()
-        os.fsync(self._tokens_file.fileno())
-        self._tokens_file.close()
+        self._header.unlink(missing_ok=True)  # a shard rewritten in place is invisible meanwhile
+        self._tokens.commit()
         starts = np.concatenate(self._doc_starts) if self._doc_starts else np.zeros(0, np.int64)
-        with open(self._partial["docs"], "wb") as f:
-            np.save(f, starts.astype(np.int64))
-            f.flush()
-            os.fsync(f.fileno())
+        with AtomicFile(self._final["docs"]) as docs:
+            np.save(docs.handle, starts.astype(np.int64))
         info = ShardInfo(
             header=self._header,
             split=self.split,
@@ -129,37 +124,17 @@ class TokenShardWriter:
             n_tokens=self.n_tokens,
             n_docs=self.n_docs,
         )
-        self._header.unlink(missing_ok=True)  # a shard rewritten in place is invisible meanwhile
-        for kind, partial in self._partial.items():
-            partial.replace(self._final[kind])
-        header_partial = self._header.with_name(f".{self._header.name}.partial")
-        with open(header_partial, "w") as f:
-            json.dump(_header_json(info, self._final), f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        header_partial.replace(self._header)
+        write_atomic(self._header, json.dumps(_header_json(info, self._final), indent=1))
         self.info = info
         return info
 
+    def commit(self) -> None:
+        """`close`, at the end of a `with` block."""
+        self.close()
+
     def abort(self) -> None:
         """Discard everything written; no shard appears."""
-        self._tokens_file.close()
-        for partial in self._partial.values():
-            partial.unlink(missing_ok=True)
-
-    def __enter__(self) -> TokenShardWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
+        self._tokens.abort()
 
 
 def _header_json(info: ShardInfo, files: dict[str, Path]) -> dict:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from lmforge.durable import AtomicFile
 from lmforge.tokenizer.packing import token_dtype
 from lmforge.tokenizer.shards import HEADER_SUFFIX, ShardInfo, read_shard_info, shard_name
 
@@ -152,9 +152,5 @@ def _read_table(path: Path, header: dict) -> np.ndarray:
 
 
 def _write_atomic(path: Path, write: Callable) -> None:
-    partial = path.with_name(f".{path.name}.partial")
-    with open(partial, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    partial.replace(path)
+    with AtomicFile(path) as out:
+        write(out.handle)

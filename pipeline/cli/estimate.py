@@ -16,7 +16,8 @@ import os
 from pathlib import Path
 
 from lmforge.pipeline.errors import ConfigError
-from lmforge.pipeline.estimate.cost_model import Cluster, coefficients_path, load_coefficients
+from lmforge.pipeline.estimate.coefficients import coefficients_path, load_coefficients
+from lmforge.pipeline.estimate.cost_model import Cluster
 from lmforge.pipeline.quantities import (
     format_bytes,
     format_duration,

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from lmforge.durable import write_atomic
 from lmforge.pipeline.errors import ConfigError, LmforgeError
 
 log = logging.getLogger(__name__)
@@ -149,16 +150,7 @@ def local_token(workdir: Path) -> Path:
     except FileNotFoundError:
         pass
     workdir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".ray_token.", dir=workdir)  # mode 0600
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(secrets.token_hex(32))
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, secrets.token_hex(32), mode=0o600)
     return path
 
 

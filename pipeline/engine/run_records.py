@@ -7,12 +7,12 @@ killed), artifact directory, MLflow run id and duration. Records are rewritten a
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lmforge.durable import write_atomic
 from lmforge.pipeline.redaction import redact_text
 
 STATES = ("pending", "running", "cached", "ran", "failed", "skipped", "killed")
@@ -68,10 +68,7 @@ class RecordBook:
 
     def save(self, record: PipelineRecord) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        path = self.root / f"{record.run_id}.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(record.to_dict(), indent=2), encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(self.root / f"{record.run_id}.json", json.dumps(record.to_dict(), indent=2))
 
     def load(self, run_id: str) -> PipelineRecord:
         path = self.root / f"{run_id}.json"

@@ -70,22 +70,24 @@ def plan_for(request: RunRequest) -> tuple[Dag, Plan, Workdir]:
 def run_pipeline(request: RunRequest) -> PipelineRecord:
     """Run (or reuse) every selected stage; raises StageFailed if any stage failed."""
     dag, plan, workdir = plan_for(request)
-    check_local_sources(plan, request.config["cluster"])
+    run_local_checks(plan, request.config["cluster"])
     workdir.create()
     with WorkdirLock(workdir):
         return _Driver(request, dag, plan, workdir).run()
 
 
-def check_local_sources(plan: Plan, cluster: dict) -> None:
-    """On a local runtime (no Ray address: this machine's files are the workers' files), a
-    data path that matches no file fails the run before MLflow or Ray start (about 15 s on two
-    cores), as `clean` would fail it once started. A cluster's paths are checked by `clean`,
-    on the cluster."""
-    if cluster.get("ray_address") or "clean" not in plan.to_run():
+def run_local_checks(plan: Plan, cluster: dict) -> None:
+    """On a local runtime (no Ray address), each stage to run checks its config with its
+    `local_check` before MLflow or Ray start (about 15 s on two cores), so that a mistake it would
+    fail on once started (clean: a data path that matches no file) fails the run at once. A
+    cluster's stages check on the cluster."""
+    if cluster.get("ray_address"):
         return
-    from lmforge.pipeline.sources.files import check_paths_match
-
-    check_paths_match(list(plan.stages["clean"].typed_config.paths))
+    stages = load_stages()
+    for name in plan.to_run():
+        check = stages[name].local_check
+        if check is not None:
+            check(plan.stages[name].typed_config)
 
 
 class _Driver:

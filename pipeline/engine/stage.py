@@ -1,4 +1,5 @@
-"""The stage contract (DESIGN.md): a declared function from a context to a summary dict.
+"""The stage contract (docs/architecture.md, "The stage contract"): a declared function from a
+context to a summary dict.
 
 A stage module under `pipeline/stages/` declares itself with `@stage(...)`; the engine owns Ray,
 MLflow, the temporary directory, the atomic commit, the manifest and the cache.
@@ -11,9 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:
+from lmforge.pipeline.storage.location import is_bucket, join
+
+if TYPE_CHECKING:  # kept out of light processes (numpy)
     from lmforge.pipeline.storage.artifact_output import ArtifactOutput
-    from lmforge.pipeline.storage.input_artifact import InputPath
+    from lmforge.pipeline.storage.input_artifact import ArtifactPath
     from lmforge.pipeline.storage.settings import StoreSettings
 
 
@@ -53,6 +56,11 @@ class StageSpec:
     """Config keys the stage gained after its keys were first written, each with the value that
     keeps its earlier behaviour: at that value a key stays out of the cache key
     (`keys.without_unkeyed`), so adding it changes no existing key."""
+    local_check: Callable[[Any], None] | None = None
+    """Checks the typed config before MLflow or Ray start, when the stage is to run on a local
+    runtime (no Ray address: this machine's files are the workers'); raises what the stage
+    would raise once started (clean: a data path that matches no file). A cluster's stage
+    checks on the cluster."""
 
 
 @dataclass(slots=True)
@@ -66,9 +74,9 @@ class StageContext:
 
     stage: str
     config: Any
-    inputs: dict[str, Path | InputPath]
-    """Each upstream stage's artifact (read-only): its directory with a local store; with a
-    bucket an `InputPath` that fetches files into the node cache as they are read."""
+    inputs: dict[str, ArtifactPath]
+    """Each upstream stage's artifact (read-only): its directory (a `Path`) with a local store;
+    with a bucket an `InputPath` that fetches files into the node cache as they are read."""
     input_manifests: dict[str, dict]
     out_dir: Path
     tracker: Tracker
@@ -102,12 +110,12 @@ class StageContext:
     def shared_location(self, *parts: str) -> str:
         """A path or URI for data kept outside artifacts (checkpoints, Ray Train storage) that
         every node reaches: under the bucket when the store is one, else under the workdir."""
-        if self.store_uri and "://" in self.store_uri:
-            return "/".join([self.store_uri.rstrip("/"), *parts])
+        if self.store_uri is not None and is_bucket(self.store_uri):
+            return join(self.store_uri, *parts)
         return str(self.workdir.joinpath(*parts))
 
-    def input(self, name: str) -> Path:
-        """The artifact directory of upstream stage `name`."""
+    def input(self, name: str) -> ArtifactPath:
+        """The artifact directory of upstream stage `name` (see `ArtifactPath`)."""
         if name not in self.inputs:
             raise KeyError(f"stage {self.stage!r} did not declare input {name!r}")
         return self.inputs[name]
@@ -129,6 +137,7 @@ def stage(
     sizing: tuple[str, ...] = (),
     covers: Callable[[dict[str, Any], Any], bool] | None = None,
     unkeyed: Mapping[str, Any] | None = None,
+    local_check: Callable[[Any], None] | None = None,
 ) -> Callable[[Callable[[StageContext], dict]], Callable[[StageContext], dict]]:
     """Declare a stage function and register it under `name` (see `StageSpec`)."""
 
@@ -146,6 +155,7 @@ def stage(
             sizing=tuple(sizing),
             covers=covers,
             unkeyed=dict(unkeyed or {}),
+            local_check=local_check,
         )
         return fn
 

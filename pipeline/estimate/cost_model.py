@@ -1,11 +1,12 @@
-"""The contract of a stage's cost model, and the measured coefficients it is evaluated with.
+"""The contract of a stage's cost model: its size, its costs as linear forms in fitted
+coefficients, and their evaluation.
 
-A stage declares its cost beside its code, in `pipeline/stages/<stage>/cost.py`, a module with:
+A stage declares its cost beside its code, in `pipeline/stages/<stage>/cost.py`, a module with
+four functions (its name and inputs are the stage's declaration's, `stage_costs.py`):
 
-- `STAGE` and `INPUTS` (as the stage's own declaration);
 - `size(config, flow, cluster) -> dict`: the quantities its cost depends on (documents, bytes,
-  tokens, parameters, CPUs...), from the composed config, what upstream cost models said they
-  produce (`flow`), and the cluster;
+  tokens, parameters, CPUs...), from the composed config, what the cost models of the stages
+  upstream of it said they produce, with the corpus (`flow`), and the cluster;
 - `size_of_run(sections, summary, upstream, cluster) -> dict`: the same quantities for a stage
   that has run, from its config sections, its summary and its inputs' summaries;
 - `measured_of_run(summary) -> dict`: measures its summary reports itself (a task's peak
@@ -15,29 +16,21 @@ A stage declares its cost beside its code, in `pipeline/stages/<stage>/cost.py`,
   arithmetic with a coefficient of 1: FLOPs at a stated MFU, ZeRO's bytes per parameter), and
   the quantities it hands downstream.
 
-Coefficients are fitted from measured runs (`calibrate.py`) and stored per stage in a
-small versioned JSON (`conf/estimate/coefficients.json`, or `<workdir>/estimate/` after
-`lmforge estimate --calibrate`). This module imports nothing heavy: `lmforge estimate` answers
-at once, with no Ray and no data read.
+A cost model is evaluated (`evaluate`) with coefficients fitted from measured runs
+(`calibrate.py`, the file: `coefficients.py`). This module imports nothing heavy: `lmforge
+estimate` answers at once, with no Ray and no data read.
 """
 
 from __future__ import annotations
 
-import importlib
-import json
-import pkgutil
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from lmforge.pipeline.errors import ConfigError
 
 KNOWN = "known"
 """The coefficient-free term of a linear form: evaluated as is, never fitted."""
-COEFFICIENTS_FORMAT = 1
-STAGES_PACKAGE = "lmforge.pipeline.stages"
 
 Linear = dict[str, float]
 """A cost as a linear form: coefficient name -> the feature it multiplies."""
@@ -148,65 +141,3 @@ def evaluate(form: Linear, coefficients: dict[str, float], stage: str) -> float:
                 )
             total += coefficients[name] * feature
     return total
-
-
-def cost_models() -> dict[str, ModuleType]:
-    """Every `pipeline/stages/<stage>/cost.py` by stage name, upstream first."""
-    package = importlib.import_module(STAGES_PACKAGE)
-    found = {}
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.ispkg:
-            module = importlib.import_module(f"{STAGES_PACKAGE}.{info.name}.cost")
-            found[module.STAGE] = module
-    return {name: found[name] for name in _upstream_first(found)}
-
-
-def _upstream_first(models: dict[str, ModuleType]) -> list[str]:
-    order: list[str] = []
-
-    def visit(name: str) -> None:
-        if name in order or name not in models:
-            return
-        for upstream in models[name].INPUTS:
-            visit(upstream)
-        order.append(name)
-
-    for name in sorted(models):
-        visit(name)
-    return order
-
-
-def shipped_coefficients() -> Path:
-    """The coefficients fitted on the project's development machine, shipped with the package."""
-    from lmforge.pipeline.config import config_dir
-
-    return config_dir() / "estimate" / "coefficients.json"
-
-
-def local_coefficients(workdir: Path) -> Path:
-    """Where `lmforge estimate --calibrate` writes coefficients fitted on this machine."""
-    return workdir / "estimate" / "coefficients.json"
-
-
-def coefficients_path(explicit: str | None, workdir: Path) -> Path:
-    """`--coefficients FILE`, else this workdir's calibration, else the shipped file."""
-    if explicit:
-        return Path(explicit).expanduser()
-    local = local_coefficients(workdir)
-    return local if local.is_file() else shipped_coefficients()
-
-
-def load_coefficients(path: Path) -> dict[str, Any]:
-    """A coefficients file, checked for its format version."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"no estimate coefficients at {path}: check the path") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path} is not JSON ({exc}); refit with --calibrate") from exc
-    if data.get("format") != COEFFICIENTS_FORMAT or not isinstance(data.get("stages"), dict):
-        raise ConfigError(
-            f"{path} is not an estimate coefficients file of format {COEFFICIENTS_FORMAT}; "
-            "refit it with `lmforge estimate --calibrate`"
-        )
-    return data

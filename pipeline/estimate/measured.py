@@ -4,7 +4,8 @@ Every stage's manifest carries it under `estimate` (and its MLflow run as `estim
 metrics): `predicted_s`, `measured_s`, `predicted_peak_rss_mb`, `measured_peak_rss_mb` (the
 stage's largest process: its own, or the largest a task reported), the same for its coordinator,
 and the `size` and per-process `measured` values the cost model read, so predictions can be
-checked and the coefficients refitted from real runs (`lmforge estimate --calibrate`).
+checked and the coefficients refitted from real runs (`lmforge estimate --calibrate`). The
+engine writes it as it commits each stage (`pipeline/engine/execute.py`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lmforge.pipeline.estimate.cost_model import (
-    Cluster,
-    coefficients_path,
-    cost_models,
-    load_coefficients,
-)
+from lmforge.pipeline.estimate.coefficients import coefficients_path, load_coefficients
+from lmforge.pipeline.estimate.cost_model import Cluster
+from lmforge.pipeline.estimate.stage_costs import cost_models
 
 log = logging.getLogger(__name__)
 MB = 2**20
@@ -63,14 +61,14 @@ def stage_record(
 def _predicted(stage, sections, summary, input_manifests, process_peak_mb, cluster, workdir):
     from lmforge.pipeline.estimate.prediction import predict
 
-    module = cost_models().get(stage)
-    if module is None:
+    model = cost_models().get(stage)
+    if model is None:
         return {"error": f"stage {stage} declares no cost model"}
-    size = module.size_of_run(sections, summary, upstream_view(input_manifests), cluster)
+    size = model.size_of_run(sections, summary, upstream_view(input_manifests), cluster)
     path = coefficients_path(None, workdir)
     coefficients = load_coefficients(path)
-    prediction = predict(stage, module.cost(size), size, coefficients["stages"])
-    measured = {**module.measured_of_run(summary), "coordinator_rss_mb": process_peak_mb}
+    prediction = predict(stage, model.cost(size), size, coefficients["stages"])
+    measured = {**model.measured_of_run(summary), "coordinator_rss_mb": process_peak_mb}
     return {
         "predicted_s": round(prediction.wall_s, 3),
         "predicted_peak_rss_mb": round(prediction.peak_rss_mb, 1),

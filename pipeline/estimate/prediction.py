@@ -7,10 +7,10 @@ plan (`pipeline/engine/plan.py`), which decides what a run will compute.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from types import ModuleType
 from typing import Any
 
-from lmforge.pipeline.estimate.cost_model import Cluster, StageCost, cost_models, evaluate
+from lmforge.pipeline.estimate.cost_model import Cluster, StageCost, evaluate
+from lmforge.pipeline.estimate.stage_costs import CostModel, cost_models, upstream_of
 
 ESTIMATE_FORMAT = 1
 MB = 2**20
@@ -165,14 +165,20 @@ def _stage_json(s: StagePrediction) -> dict[str, Any]:
 def estimate_run(
     config: dict, corpus: dict[str, float], cluster: Cluster, coefficients: dict
 ) -> RunEstimate:
-    """Every stage with a cost model, upstream first, each handing its outputs downstream."""
+    """Every stage, upstream first, each sized from the corpus and what the stages upstream of
+    it hand downstream (`StageCost.outputs`)."""
     models = cost_models()
-    flow = dict(corpus)
+    outputs: dict[str, dict[str, float]] = {}
     stages, flags = [], []
-    for name, module in models.items():
-        size = module.size(config, flow, cluster)
-        cost = module.cost(size)
-        flow.update(cost.outputs)
+    for name, model in models.items():
+        upstream = upstream_of(models, name)
+        flow = dict(corpus)
+        for earlier, handed in outputs.items():  # upstream first
+            if earlier in upstream:
+                flow.update(handed)
+        size = model.size(config, flow, cluster)
+        cost = model.cost(size)
+        outputs[name] = cost.outputs
         prediction = predict(name, cost, size, coefficients["stages"])
         found = memory_flags(prediction, cluster) + _problems(name, cost)
         prediction.fits = not found
@@ -194,18 +200,18 @@ def _problems(stage: str, cost: StageCost) -> list[Flag]:
     return [Flag(stage, "configuration", 0, 0, text) for text in cost.problems]
 
 
-def _finish_times(models: dict[str, ModuleType], wall: dict[str, float]) -> dict[str, float]:
+def _finish_times(models: dict[str, CostModel], wall: dict[str, float]) -> dict[str, float]:
     finish: dict[str, float] = {}
-    for name, module in models.items():  # upstream first
-        ready = max((finish[u] for u in module.INPUTS if u in finish), default=0.0)
+    for name, model in models.items():  # upstream first
+        ready = max((finish[u] for u in model.inputs if u in finish), default=0.0)
         finish[name] = ready + wall[name]
     return finish
 
 
-def _critical_path(models: dict[str, ModuleType], finish: dict[str, float]) -> list[str]:
+def _critical_path(models: dict[str, CostModel], finish: dict[str, float]) -> list[str]:
     path = [max(finish, key=finish.__getitem__)] if finish else []
     while path:
-        inputs = [u for u in models[path[0]].INPUTS if u in finish]
+        inputs = [u for u in models[path[0]].inputs if u in finish]
         if not inputs:
             break
         path.insert(0, max(inputs, key=finish.__getitem__))

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from lmforge.pipeline.errors import LmforgeError
+from lmforge.pipeline.storage.location import is_bucket
 
 if TYPE_CHECKING:
     from lmforge.pipeline.engine.stage import StageContext
@@ -148,8 +149,8 @@ class ModelPool:
     def __init__(
         self,
         cfg: ModelPoolConfig,
-        pretrain_dir: Path,
-        tokenizer_dir: Path,
+        pretrain_dir: str | os.PathLike[str],
+        tokenizer_dir: str | os.PathLike[str],
         *,
         section: str,
         node_id: str | None = None,
@@ -203,7 +204,7 @@ class ModelPool:
         the actors start there (until inputs are read through a cache on every node)."""
         import ray
 
-        bucket = bool(ctx.store_uri and "://" in ctx.store_uri)
+        bucket = is_bucket(ctx.store_uri)
         node = ray.get_runtime_context().get_node_id() if bucket else None
         pretrain, tokenizer = ctx.input("pretrain"), ctx.input("train_tokenizer")
         return cls(cfg, pretrain, tokenizer, section=section, node_id=node)

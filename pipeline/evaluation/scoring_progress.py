@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable
 
 from lmforge.pipeline.engine.stage import Tracker
-from lmforge.pipeline.training.progress import format_duration, format_rate
+from lmforge.pipeline.quantities import format_duration
+from lmforge.pipeline.training.progress import format_rate
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,9 @@ Nothing here imports the model: probes take plain callables (a batch of texts in
 continuations / log-probabilities / scores out) and token-id sequences, so they are testable on
 toy inputs and reusable with any language model.
 
-- `ngram`: unigram and bigram baselines with add-k smoothing (F4).
+- `ngram`: unigram and bigram baselines with add-k smoothing (F4), and all three baselines fitted.
+- `kneser_ney`: the interpolated Kneser-Ney trigram baseline.
+- `position_scorer`: what the n-gram baselines share (the positions scored, sparse code counts).
 - `perplexity_math`: perplexity and bits per byte from summed negative log-likelihoods (F1).
 - `minimal_pairs`: share of grammatical/ungrammatical pairs where the model prefers the first (F5).
 - `scaling`: Kaplan et al. 2020 scaling-law predictions, non-embedding parameter count (B8-B10).

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lmforge.pipeline.probes.ngram import (
-    _before,
-    _lookup,
-    _PositionScorer,
+from lmforge.pipeline.probes.position_scorer import (
+    PositionScorer,
     count_codes,
+    sparse_lookup,
+    token_before,
 )
 
 DEFAULT_DISCOUNT = 0.75
@@ -50,7 +50,7 @@ def _interpolate(
 
 
 @dataclass(frozen=True, slots=True)
-class KneserNeyTrigramLM(_PositionScorer):
+class KneserNeyTrigramLM(PositionScorer):
     """Sparse trigram counts and the continuation counts of the lower orders."""
 
     trigram_codes: np.ndarray
@@ -85,7 +85,7 @@ class KneserNeyTrigramLM(_PositionScorer):
         codes, counts = count_codes(
             sequences,
             vocab_size,
-            lambda ids: (_before(ids, vocab_size) * base + ids[:-1]) * base + ids[1:],
+            lambda ids: (token_before(ids, vocab_size) * base + ids[:-1]) * base + ids[1:],
         )
         return cls.from_trigram_counts(codes, counts, vocab_size)
 
@@ -122,7 +122,7 @@ class KneserNeyTrigramLM(_PositionScorer):
 
     def _bigram(self, prev: np.ndarray, token: np.ndarray) -> np.ndarray:
         base = self.vocab_size + 1
-        cont = _lookup(self.bigram_codes, self.bigram_continuations, prev * base + token)
+        cont = sparse_lookup(self.bigram_codes, self.bigram_continuations, prev * base + token)
         by_prev = self.bigram_codes // base
         total = np.bincount(by_prev, weights=self.bigram_continuations, minlength=base)[prev]
         types = np.bincount(by_prev, minlength=base)[prev]
@@ -137,8 +137,8 @@ class KneserNeyTrigramLM(_PositionScorer):
     ) -> np.ndarray:
         base = self.vocab_size + 1
         context = before * base + prev
-        count = _lookup(self.trigram_codes, self.trigram_counts, context * base + token)
-        total = _lookup(self.context_codes, self.context_counts, context)
-        types = _lookup(self.context_codes, self.context_types, context)
+        count = sparse_lookup(self.trigram_codes, self.trigram_counts, context * base + token)
+        total = sparse_lookup(self.context_codes, self.context_counts, context)
+        types = sparse_lookup(self.context_codes, self.context_types, context)
         p = _interpolate(count, total, types, self.discounts[2], self._bigram(prev, token))
         return np.log(p)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,6 +22,9 @@ import pyarrow.parquet as pq
 import xxhash
 
 from lmforge.pipeline.sources.parquet_shards import shard_paths
+
+if TYPE_CHECKING:
+    from lmforge.pipeline.storage.input_artifact import ArtifactPath
 
 SAMPLE_SEED = 0x5A3D1E
 """xxhash seed of the sample; a change picks other documents."""
@@ -60,7 +64,11 @@ class SampleStats:
 
 
 def _batches(
-    clean_dir: Path, split: str, columns: list[str], exclude: tuple[str, ...], batch_size: int
+    clean_dir: ArtifactPath,
+    split: str,
+    columns: list[str],
+    exclude: tuple[str, ...],
+    batch_size: int,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of `split` without the rows whose source is in `exclude`."""
     for path in shard_paths(clean_dir, split):
@@ -80,7 +88,7 @@ class HashSample:
 
     def __init__(
         self,
-        clean_dir: Path,
+        clean_dir: ArtifactPath,
         split: str,
         sample_bytes: int,
         exclude_sources: tuple[str, ...] = (),

@@ -6,11 +6,15 @@ import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lmforge.pipeline.document import Document
+
+if TYPE_CHECKING:
+    from lmforge.pipeline.storage.input_artifact import ArtifactPath
 
 SCHEMA = pa.schema(
     [
@@ -68,12 +72,15 @@ class ShardWriter:
         return self.shards
 
 
-def shard_paths(clean_dir: Path, split: str) -> list[Path]:
-    return sorted(clean_dir.glob(f"{split}-*.parquet"))
+def shard_paths(clean_dir: ArtifactPath, split: str) -> list[ArtifactPath]:
+    return sorted(clean_dir.glob(f"{split}-*.parquet"), key=lambda path: path.name)
 
 
 def iter_texts(
-    clean_dir: Path, split: str, batch_size: int = 1024, exclude_sources: tuple[str, ...] = ()
+    clean_dir: ArtifactPath,
+    split: str,
+    batch_size: int = 1024,
+    exclude_sources: tuple[str, ...] = (),
 ) -> Iterator[str]:
     """Stream the texts of one split, shard by shard, batch by batch."""
     for path in shard_paths(clean_dir, split):

@@ -2,7 +2,7 @@
 
 A stage hands `ctx.output` (an `ArtifactOutput`, small and picklable) to its Ray tasks. A task
 writes each file through `open(rel)` (or copies a local file in with `put`) and gets back the
-file's manifest entry (size, sha256, per-block sha256: `file_records`), computed from the bytes
+file's manifest entry (size, sha256, per-block sha256: `file_entries`), computed from the bytes
 as they were written; it returns those entries to the stage, which passes them to
 `ctx.add_files`. The commit writes the manifest from them without reading the data again.
 
@@ -14,19 +14,15 @@ written. Either way nothing is visible as an artifact until the manifest is publ
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
-import uuid
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from lmforge.pipeline.storage.bucket_fs import filesystem, is_uri
 from lmforge.pipeline.storage.file_entries import DEFAULT_BLOCK_BYTES, FileDigest
-from lmforge.pipeline.storage.transfers import TransferProgress
-
-COPY_CHUNK = 8 << 20
+from lmforge.pipeline.storage.file_store import FileSink, FileStore, open_files
+from lmforge.pipeline.storage.transfers import TransferProgress, copy_stream
 
 
 def check_relative(rel: str) -> str:
@@ -47,90 +43,40 @@ class ArtifactOutput:
     def location(self, rel: str) -> str:
         return f"{self.root.rstrip('/')}/{check_relative(rel)}"
 
+    def files(self) -> FileStore:
+        """The store of the files under `root` (opened where the writer runs)."""
+        return open_files(self.root)
+
     def open(self, rel: str) -> OutputFile:
         """A binary file to write `rel` into; use as a context manager. After a clean exit its
         `entry` is the manifest entry; on an exception nothing of it remains."""
-        if is_uri(self.root):
-            fs, path = filesystem(self.location(rel))
-            return OutputFile(rel, self.block_bytes, _BucketObject(fs, path))
-        return OutputFile(rel, self.block_bytes, _LocalFile(Path(self.location(rel))))
+        return OutputFile(rel, self.block_bytes, self.files().open_write(check_relative(rel)))
 
     def holds(self, entry: dict[str, Any]) -> bool:
         """Whether the file of an entry written earlier (by an interrupted run) is still there
         with its size: a resumed stage trusts a finished task only if it is."""
-        where = self.location(entry["path"])
-        if not is_uri(self.root):
-            return Path(where).is_file() and Path(where).stat().st_size == entry["bytes"]
-        fs, path = filesystem(where)
-        info = fs.get_file_info(path)
-        return info.is_file and info.size == entry["bytes"]
+        return self.files().size(check_relative(entry["path"])) == entry["bytes"]
 
     def put(
         self, source: str | Path, rel: str, progress: TransferProgress | None = None
     ) -> dict[str, Any]:
         """Copy a local file in as `rel` (read once, hashed on the way); its manifest entry.
         Counted in `progress` (a transfer of several files), else logged if large."""
-        own = progress is None
-        if own:
-            progress = TransferProgress(f"writing {self.location(rel)}", os.path.getsize(source))
+        counted = progress or TransferProgress(
+            f"writing {self.location(rel)}", os.path.getsize(source)
+        )
         with open(source, "rb") as src, self.open(rel) as out:
-            while block := src.read(COPY_CHUNK):
-                out.write(block)
-                progress.add(len(block))
-        if own:
-            progress.finish()
+            copy_stream(src, out, counted)
+        if progress is None:
+            counted.finish()
+        assert out.entry is not None  # set by the clean exit
         return out.entry
-
-
-class _LocalFile:
-    """A file under a hidden partial name, renamed into place once whole and on disk."""
-
-    def __init__(self, target: Path) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        self.target = target
-        self.partial = target.with_name(f".{target.name}.partial-{uuid.uuid4().hex[:8]}")
-        self.handle = open(self.partial, "wb")  # noqa: SIM115 (closed by finish/abort)
-
-    def write(self, data) -> None:
-        self.handle.write(data)
-
-    def finish(self) -> None:
-        self.handle.flush()
-        os.fsync(self.handle.fileno())
-        self.handle.close()
-        os.replace(self.partial, self.target)
-
-    def abort(self) -> None:
-        self.handle.close()
-        self.partial.unlink(missing_ok=True)
-
-
-class _BucketObject:
-    """An object written through pyarrow's S3 output stream: a multipart upload whose parts go
-    up in the background while later bytes are written; the object exists once it is closed."""
-
-    def __init__(self, fs, path: str) -> None:
-        self.fs, self.path = fs, path
-        self.stream = fs.open_output_stream(path)
-
-    def write(self, data) -> None:
-        self.stream.write(data)
-
-    def finish(self) -> None:
-        self.stream.close()
-
-    def abort(self) -> None:
-        try:
-            self.stream.close()  # pyarrow cannot abandon an upload: finish it, then delete it
-        finally:
-            with contextlib.suppress(OSError):  # else: unreferenced, the attempt's garbage
-                self.fs.delete_file(self.path)
 
 
 class OutputFile(io.RawIOBase):
     """A write-only binary file that hashes what passes through it (`FileDigest`)."""
 
-    def __init__(self, rel: str, block_bytes: int, sink: _LocalFile | _BucketObject) -> None:
+    def __init__(self, rel: str, block_bytes: int, sink: FileSink) -> None:
         super().__init__()
         self.rel = check_relative(rel)
         self.digest = FileDigest(block_bytes)
@@ -153,7 +99,7 @@ class OutputFile(io.RawIOBase):
 
     def close(self) -> None:
         if not self.closed:
-            self.sink.finish()
+            self.sink.commit()
             self.entry = self.digest.entry(self.rel)
         super().close()
 

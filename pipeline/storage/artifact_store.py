@@ -14,30 +14,29 @@ next run of the same key continues in it.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lmforge.durable import PARTIAL, fsync_dir, is_partial
 from lmforge.pipeline.errors import ArtifactError
 from lmforge.pipeline.storage import temporaries
 from lmforge.pipeline.storage.artifact_output import ArtifactOutput
-from lmforge.pipeline.storage.durable import durable_replace, file_sha256, fsync_dir, fsync_tree
 from lmforge.pipeline.storage.file_entries import DEFAULT_BLOCK_BYTES, describe_file
-from lmforge.pipeline.storage.integrity import MANIFEST, check_local_files, size_problem
+from lmforge.pipeline.storage.integrity import (
+    MANIFEST,
+    check_local_files,
+    manifest_bytes,
+    size_problem,
+)
+from lmforge.pipeline.storage.local_files import LocalFiles
+from lmforge.pipeline.storage.location import is_bucket, local_path
 from lmforge.pipeline.storage.settings import StoreSettings
 
-__all__ = ["MANIFEST", "ArtifactStore", "describe_files", "file_sha256", "open_store"]
-
-ENGINE_FILES = (MANIFEST, temporaries.OWNER_FILE, temporaries.RESUMABLE_MARKER)
-"""Files of a temporary directory that are the engine's, never part of the artifact."""
-
-
-def is_partial(path: Path) -> bool:
-    """A file still being written (`artifact_output` writes `.<name>.partial-*`)."""
-    return path.name.startswith(".") and ".partial-" in path.name
+__all__ = ["MANIFEST", "ArtifactStore", "describe_files", "open_store"]
 
 
 def describe_files(
@@ -49,7 +48,7 @@ def describe_files(
     files = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root).as_posix()
-        if rel in ENGINE_FILES or is_partial(path):
+        if rel in temporaries.ENGINE_FILES or is_partial(path):
             continue
         entry = known.pop(rel, None)
         if entry is None:
@@ -69,6 +68,7 @@ class ArtifactStore:
 
     def __init__(self, root: str | Path, block_bytes: int = DEFAULT_BLOCK_BYTES) -> None:
         self.root = Path(root)
+        self.files = LocalFiles(self.root)
         self.block_bytes = block_bytes
 
     def path(self, stage: str, key: str) -> Path:
@@ -77,11 +77,10 @@ class ArtifactStore:
     def manifest(self, stage: str, key: str) -> dict[str, Any] | None:
         """The manifest of a committed artifact, or None when there is none."""
         path = self.path(stage, key) / MANIFEST
-        if not path.is_file():
-            return None
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+            data = self.files.read_bytes(f"{stage}/{key}/{MANIFEST}")
+            return None if data is None else json.loads(data.decode("utf-8"))
+        except (OSError, ValueError) as exc:
             raise ArtifactError(
                 f"corrupt manifest {path}: {exc}; delete {path.parent} to recompute it"
             ) from exc
@@ -125,7 +124,7 @@ class ArtifactStore:
         stage: str,
         key: str,
         manifest: dict[str, Any],
-        entries: list[dict[str, Any]] = (),
+        entries: Sequence[dict[str, Any]] = (),
     ) -> Path:
         """Write the manifest last, fsync everything and rename `tmp` into place.
 
@@ -137,23 +136,19 @@ class ArtifactStore:
         final = self.path(stage, key)
         temporaries.release(tmp)
         (tmp / temporaries.RESUMABLE_MARKER).unlink(missing_ok=True)
-        for partial in [p for p in tmp.rglob(".*.partial-*") if p.is_file()]:
+        for partial in [p for p in tmp.rglob(f".*{PARTIAL}*") if p.is_file()]:
             partial.unlink()  # a task's unfinished file: never part of the artifact
         known = {e["path"]: e for e in entries}
         manifest = dict(manifest, files=describe_files(tmp, known, self.block_bytes))
-        manifest_tmp = tmp / (MANIFEST + ".tmp")
-        manifest_tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
-        os.replace(manifest_tmp, tmp / MANIFEST)
-        fsync_tree(tmp)
-        if final.exists():
-            if (final / MANIFEST).is_file():
-                stamp = time.strftime("%Y%m%d-%H%M%S")
-                replaced = self.root / stage / ".replaced" / f"{key}-{stamp}-{uuid.uuid4().hex[:4]}"
-                replaced.parent.mkdir(parents=True, exist_ok=True)
-                durable_replace(final, replaced)
-            else:
-                shutil.rmtree(final)  # a directory without a manifest does not exist
-        durable_replace(tmp, final)
+        pending = tmp.relative_to(self.root).as_posix()
+        self.files.write_bytes(f"{pending}/{MANIFEST}", manifest_bytes(manifest))
+        replaced = None
+        if (final / MANIFEST).is_file():
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            replaced = f"{stage}/.replaced/{key}-{stamp}-{uuid.uuid4().hex[:4]}"
+        elif final.exists():
+            shutil.rmtree(final)  # a directory without a manifest does not exist
+        self.files.publish(pending, f"{stage}/{key}", set_aside=replaced)
         fsync_dir(self.root)
         return final
 
@@ -191,13 +186,13 @@ def _resumable(tmp: Path) -> bool:
 
 
 def open_store(store_uri: str | None, workdir: Path, settings: StoreSettings | None = None):
-    """The local store under the workdir, or a remote one (s3://...) read through the node
-    cache."""
+    """The local store under the workdir (or at a path, `file://` included), or one in a
+    bucket (s3://...) read through the node cache."""
     settings = settings or StoreSettings.defaults(workdir)
     if not store_uri:
         return ArtifactStore(workdir / "store", settings.block_bytes)
-    if "://" not in store_uri:
-        return ArtifactStore(Path(store_uri).expanduser(), settings.block_bytes)
+    if not is_bucket(store_uri):
+        return ArtifactStore(local_path(store_uri), settings.block_bytes)
     from lmforge.pipeline.storage.bucket_artifact_store import RemoteArtifactStore
 
     return RemoteArtifactStore(store_uri, settings.cache, settings.block_bytes)

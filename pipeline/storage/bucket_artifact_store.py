@@ -12,8 +12,8 @@ touches the files its current manifest names.
 
 Readers open inputs lazily (`input_artifact`): files are fetched on first read into the
 node-local cache (`node_cache`), block by block, each verified against the manifest. Manifest
-entries are untrusted: a path that could land outside its artifact is refused. Credentials come
-from the environment (`store_fs`).
+entries are untrusted: a path that could land outside its artifact is refused. The bucket is
+reached through `bucket_files` (credentials from the environment).
 """
 
 from __future__ import annotations
@@ -24,22 +24,23 @@ import logging
 import shutil
 import time
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from lmforge.pipeline.errors import ArtifactError, LmforgeError
-from lmforge.pipeline.storage import temporaries
+from lmforge.pipeline.storage import digests, temporaries
 from lmforge.pipeline.storage.artifact_output import ArtifactOutput
-from lmforge.pipeline.storage.artifact_store import ENGINE_FILES
-from lmforge.pipeline.storage.bucket_fs import filesystem
+from lmforge.pipeline.storage.bucket_files import BucketFiles
+from lmforge.pipeline.storage.digests import ARTIFACT_ALGORITHM
 from lmforge.pipeline.storage.file_entries import DEFAULT_BLOCK_BYTES
 from lmforge.pipeline.storage.input_artifact import InputPath, RemoteArtifact
 from lmforge.pipeline.storage.integrity import (
     MANIFEST,
+    manifest_bytes,
     manifest_entries,
     size_problem,
-    stream_sha256,
 )
 from lmforge.pipeline.storage.node_cache import CacheConfig
 from lmforge.pipeline.storage.transfers import TransferProgress
@@ -55,7 +56,7 @@ class RemoteArtifactStore:
         self, uri: str, cache: CacheConfig, block_bytes: int = DEFAULT_BLOCK_BYTES
     ) -> None:
         self.uri = uri.rstrip("/")
-        self.fs, self.base = filesystem(self.uri)
+        self.files = BucketFiles(self.uri)
         self.cache = cache
         self.block_bytes = block_bytes
         self._attempts: dict[Path, tuple[str, str, str]] = {}
@@ -70,9 +71,9 @@ class RemoteArtifactStore:
         """Fail with one clear line when the bucket or prefix cannot be reached."""
         import pyarrow.fs as pafs
 
-        bucket = self.base.split("/", 1)[0]
+        bucket = self.files.base.split("/", 1)[0]
         try:
-            info = self.fs.get_file_info(bucket)
+            info = self.files.fs.get_file_info(bucket)
         except OSError as exc:
             raise LmforgeError(f"cannot reach the artifact store {self.uri}: {exc}") from exc
         if info.type == pafs.FileType.NotFound:
@@ -84,18 +85,11 @@ class RemoteArtifactStore:
     def path(self, stage: str, key: str) -> str:
         return f"{self.uri}/{stage}/{key}"
 
-    def _key(self, stage: str, key: str, name: str = "") -> str:
-        return "/".join(p for p in (self.base, stage, key, name) if p)
-
     def manifest(self, stage: str, key: str) -> dict[str, Any] | None:
         try:
-            with self.fs.open_input_stream(self._key(stage, key, MANIFEST)) as handle:
-                return json.loads(handle.read().decode("utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, json.JSONDecodeError) as exc:
-            if "NoSuchKey" in str(exc) or "not found" in str(exc).lower():
-                return None
+            data = self.files.read_bytes(f"{stage}/{key}/{MANIFEST}")
+            return None if data is None else json.loads(data.decode("utf-8"))
+        except (OSError, ValueError) as exc:
             raise ArtifactError(f"cannot read manifest of {self.path(stage, key)}: {exc}") from exc
 
     def exists(self, stage: str, key: str) -> bool:
@@ -103,10 +97,13 @@ class RemoteArtifactStore:
 
     def data_uri(self, stage: str, key: str, manifest: dict[str, Any]) -> str:
         """Where the files of a committed artifact are (its attempt's prefix)."""
+        return self.files.uri(self._data_rel(stage, key, manifest))
+
+    def _data_rel(self, stage: str, key: str, manifest: dict[str, Any]) -> str:
         prefix = manifest.get("data_prefix") or ""
         if not isinstance(prefix, str) or "/" in prefix or prefix in (".", ".."):
             raise ArtifactError(f"manifest of {self.path(stage, key)} has a bad data_prefix")
-        return f"{self.path(stage, key)}/{prefix}" if prefix else self.path(stage, key)
+        return f"{stage}/{key}/{prefix}" if prefix else f"{stage}/{key}"
 
     def verify(self, stage: str, key: str, *, full: bool = False) -> str | None:
         """None when the bucket holds every file of the manifest, else what is wrong.
@@ -114,24 +111,21 @@ class RemoteArtifactStore:
         Sizes come from one listing of the artifact's prefix; sha256 (streamed, nothing
         written) only with `full`.
         """
-        import pyarrow.fs as pafs
-
         manifest = self.manifest(stage, key)
         if manifest is None:
             return "no manifest"
         try:
             entries = manifest_entries(self.path(stage, key), manifest)
-            prefix = filesystem(self.data_uri(stage, key, manifest))[1]
+            data = self._data_rel(stage, key, manifest)
         except ArtifactError as exc:
             return str(exc)
         try:
-            listing = self.fs.get_file_info(pafs.FileSelector(prefix, recursive=True))
-            sizes = {i.path[len(prefix) + 1 :]: i.size for i in listing if i.is_file}
+            sizes = self.files.sizes(data, recursive=True)
             for rel, entry in entries:
                 problem = size_problem(rel, sizes.get(str(rel)), entry)
                 if problem is None and full:
-                    with self.fs.open_input_stream(f"{prefix}/{rel}") as src:
-                        if stream_sha256(src)[0] != entry["sha256"]:
+                    with self.files.open_read(f"{data}/{rel}") as src:
+                        if digests.digest_stream(src, ARTIFACT_ALGORITHM)[0] != entry["sha256"]:
                             problem = f"{rel} does not match its sha256 in the manifest"
                 if problem:
                     return problem
@@ -160,7 +154,7 @@ class RemoteArtifactStore:
         stage: str,
         key: str,
         manifest: dict[str, Any],
-        entries: list[dict[str, Any]] = (),
+        entries: Sequence[dict[str, Any]] = (),
     ) -> str:
         """Upload the staged files, check the tasks' files are all there, then publish the
         manifest; an earlier manifest of the key is kept under `.replaced/`."""
@@ -173,9 +167,10 @@ class RemoteArtifactStore:
         if previous is not None:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             kept = dict(previous, data_uri=self.data_uri(stage, key, previous))
-            self._put(self._key(stage, ".replaced", f"{key}-{stamp}/{MANIFEST}"), kept)
+            replaced = f"{stage}/.replaced/{key}-{stamp}/{MANIFEST}"
+            self.files.write_bytes(replaced, manifest_bytes(kept))
         manifest = dict(manifest, files=files, data_prefix=self._attempts.pop(tmp)[2])
-        self._put(self._key(stage, key, MANIFEST), manifest)
+        self.files.write_bytes(f"{stage}/{key}/{MANIFEST}", manifest_bytes(manifest))
         shutil.rmtree(tmp, ignore_errors=True)
         return self.path(stage, key)
 
@@ -183,7 +178,7 @@ class RemoteArtifactStore:
         paths = sorted(
             p
             for p in tmp.rglob("*")
-            if p.is_file() and p.relative_to(tmp).as_posix() not in ENGINE_FILES
+            if p.is_file() and p.relative_to(tmp).as_posix() not in temporaries.ENGINE_FILES
         )
         progress = TransferProgress(what, sum(p.stat().st_size for p in paths))
 
@@ -197,12 +192,7 @@ class RemoteArtifactStore:
 
     def _check_written(self, output: ArtifactOutput, files: list[dict]) -> None:
         """Every file the manifest will name is in the bucket with its size (one listing)."""
-        import pyarrow.fs as pafs
-
-        prefix = filesystem(output.root)[1]
-        selector = pafs.FileSelector(prefix, recursive=True, allow_not_found=True)
-        listing = self.fs.get_file_info(selector)
-        sizes = {i.path[len(prefix) + 1 :]: i.size for i in listing if i.is_file}
+        sizes = output.files().sizes(recursive=True)
         for entry in files:
             problem = size_problem(Path(entry["path"]), sizes.get(entry["path"]), entry)
             if problem:
@@ -216,11 +206,6 @@ class RemoteArtifactStore:
                 len(unnamed),
                 unnamed[0],
             )
-
-    def _put(self, path: str, manifest: dict[str, Any]) -> None:
-        body = json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8")
-        with self.fs.open_output_stream(path) as handle:
-            handle.write(body)
 
     def abort(self, tmp: Path) -> None:
         """Drop the local staging; the bucket keeps what tasks wrote for a resumed run."""

@@ -1,7 +1,7 @@
 """Reading a file of an input artifact in ranges, through the node cache: a seekable binary file
 (`RangedReader`, for Parquet footers and row groups) and a 1-D array (`CachedArray`, for token
-streams) that fetch only the blocks a read touches. The artifact is a `RemoteArtifact`
-(`input_artifact`): it holds the cached files and names a corrupt one.
+streams) that fetch only the blocks a read touches. The artifact (`ArtifactFiles`, e.g.
+`input_artifact.RemoteArtifact`) holds the cached files and names a corrupt one.
 
 `open_object` is the same cache for an object of the bucket outside any artifact (a checkpoint
 shard, say): fetched whole or in ranges, checked by size (and sha256 when the caller knows it).
@@ -10,23 +10,35 @@ shard, say): fetched whole or in ranges, checked by size (and sha256 when the ca
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
 from lmforge.pipeline.errors import ArtifactError
-from lmforge.pipeline.storage.bucket_fs import filesystem
+from lmforge.pipeline.storage.bucket_files import filesystem
 from lmforge.pipeline.storage.file_entries import DEFAULT_BLOCK_BYTES
 from lmforge.pipeline.storage.node_cache import CacheConfig, CachedFile, NodeCache, RemoteFile
 
-if TYPE_CHECKING:
-    from lmforge.pipeline.storage.input_artifact import RemoteArtifact
+
+class ArtifactFiles(Protocol):
+    """What the readers need of an input artifact (`input_artifact.RemoteArtifact` is one)."""
+
+    entries: dict[str, dict[str, Any]]
+    """The manifest entry of each file, by relative path."""
+
+    def cached(self, rel: str) -> CachedFile:
+        """The node cache's copy of file `rel`, held while the artifact lives."""
+        ...
+
+    def corrupt(self, exc: ArtifactError) -> ArtifactError:
+        """The error to raise for a file that failed its check."""
+        ...
 
 
 class RangedReader(io.RawIOBase):
     """A file of the artifact opened for reading; each read fetches the blocks it covers."""
 
-    def __init__(self, artifact: RemoteArtifact, rel: str) -> None:
+    def __init__(self, artifact: ArtifactFiles, rel: str) -> None:
         super().__init__()
         self.artifact, self.rel = artifact, rel
         self.size = artifact.entries[rel]["bytes"]
@@ -61,7 +73,7 @@ class CachedArray:
 
     ndim = 1
 
-    def __init__(self, artifact: RemoteArtifact, rel: str, dtype: np.dtype, length: int) -> None:
+    def __init__(self, artifact: ArtifactFiles, rel: str, dtype: np.dtype, length: int) -> None:
         self.artifact, self.rel, self.dtype = artifact, rel, dtype
         self.shape = (length,)
         self._map: np.ndarray | None = None

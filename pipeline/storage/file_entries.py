@@ -9,11 +9,10 @@ sha256.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
-from lmforge.pipeline.storage.durable import CHUNK
+from lmforge.pipeline.storage.digests import ARTIFACT_ALGORITHM, CHUNK, new_digest
 
 DEFAULT_BLOCK_BYTES = 4 << 20
 """4 MiB: a ranged read fetches and verifies whole blocks; a manifest holds 64 hex digits per
@@ -28,8 +27,8 @@ class FileDigest:
             raise ValueError(f"block size must be >= 1 byte, got {block_bytes}")
         self.block_bytes = block_bytes
         self.size = 0
-        self._whole = hashlib.sha256()
-        self._block = hashlib.sha256()
+        self._whole = new_digest(ARTIFACT_ALGORITHM)
+        self._block = new_digest(ARTIFACT_ALGORITHM)
         self._in_block = 0
         self._blocks: list[str] = []
 
@@ -44,7 +43,7 @@ class FileDigest:
             view = view[take:]
             if self._in_block == self.block_bytes:
                 self._blocks.append(self._block.hexdigest())
-                self._block, self._in_block = hashlib.sha256(), 0
+                self._block, self._in_block = new_digest(ARTIFACT_ALGORITHM), 0
 
     def entry(self, rel: str) -> dict[str, Any]:
         """The manifest entry of the file at `rel` (relative POSIX path in its artifact)."""

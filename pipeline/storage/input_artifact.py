@@ -1,5 +1,8 @@
 """An input artifact in a bucket, read through the node cache: files are fetched on first use.
 
+`ctx.input(name)` returns an `ArtifactPath`: the artifact's directory as a `pathlib.Path` with a
+local store, an `InputPath` with a bucket; a stage uses only what both offer.
+
 `InputPath` is what `ctx.input(name)` returns when the store is a bucket. It answers path
 questions from the manifest (`/`, `glob`, `iterdir`, `exists`, `stat`: nothing is fetched), and
 fetches into the node-local cache (`node_cache`) only what is read:
@@ -21,9 +24,10 @@ import io
 import os
 import stat
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -35,6 +39,32 @@ from lmforge.pipeline.storage.node_cache import CacheConfig, CachedFile, NodeCac
 from lmforge.pipeline.storage.transfers import TransferProgress
 
 FETCH_FILES_AT_ONCE = 8
+
+
+@runtime_checkable
+class ArtifactPath(Protocol):
+    """A file or directory of an input artifact, read-only: what `pathlib.Path` (a local store)
+    and `InputPath` (a bucket) both offer. Code that needs a local path calls `os.fspath` (with a
+    bucket that fetches the files); `open_ranged` and `memmap`, an `InputPath`'s alone, are
+    looked up with `getattr` where a stage can use them."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def stem(self) -> str: ...
+    @property
+    def suffix(self) -> str: ...
+    def __truediv__(self, other: str) -> ArtifactPath: ...
+    def __fspath__(self) -> str: ...
+    def exists(self) -> bool: ...
+    def is_file(self) -> bool: ...
+    def is_dir(self) -> bool: ...
+    def stat(self) -> os.stat_result: ...
+    def iterdir(self) -> Iterator[ArtifactPath]: ...
+    def glob(self, pattern: str) -> Iterator[ArtifactPath]: ...
+    def rglob(self, pattern: str) -> Iterator[ArtifactPath]: ...
+    def read_bytes(self) -> bytes: ...
+    def read_text(self, encoding: str | None = None, errors: str | None = None) -> str: ...
 
 
 class RemoteArtifact:
@@ -186,13 +216,13 @@ class InputPath(os.PathLike):
         names = (*self.artifact.entries, *self.artifact.dirs)
         return sorted(n for n in names if n.startswith(prefix) and n != "." and n != self.rel)
 
-    def iterdir(self):
+    def iterdir(self) -> Iterator[InputPath]:
         prefix = f"{self.rel}/" if self.rel else ""
         for name in self._below():
             if "/" not in name[len(prefix) :]:
                 yield InputPath(self.artifact, name)
 
-    def glob(self, pattern: str):
+    def glob(self, pattern: str) -> Iterator[InputPath]:
         """Files and directories under this one matching `pattern` (`**` for any depth)."""
         prefix = f"{self.rel}/" if self.rel else ""
         wanted = pattern.split("/")
@@ -201,7 +231,7 @@ class InputPath(os.PathLike):
             if _match(parts, wanted):
                 yield InputPath(self.artifact, name)
 
-    def rglob(self, pattern: str):
+    def rglob(self, pattern: str) -> Iterator[InputPath]:
         return self.glob(f"**/{pattern}")
 
     # -- reading

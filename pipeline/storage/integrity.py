@@ -8,14 +8,19 @@ and for any file changed after the manifest was written.
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO
+import json
+from pathlib import Path, PurePath, PurePosixPath
+from typing import Any
 
 from lmforge.pipeline.errors import ArtifactError
-from lmforge.pipeline.storage.durable import CHUNK, file_sha256
+from lmforge.pipeline.storage import digests
 
 MANIFEST = "manifest.json"
+
+
+def manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    """A manifest as it is stored, locally and in a bucket alike."""
+    return json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8")
 
 
 def safe_entry(where: str, entry: Any) -> PurePosixPath:
@@ -43,7 +48,7 @@ def manifest_entries(where: str, manifest: dict[str, Any]) -> list[tuple[PurePos
     return [(safe_entry(where, entry), entry) for entry in files]
 
 
-def size_problem(rel: PurePosixPath, size: int | None, entry: dict) -> str | None:
+def size_problem(rel: PurePath, size: int | None, entry: dict) -> str | None:
     if size is None:
         return f"{rel} is missing"
     if size != entry["bytes"]:
@@ -64,28 +69,11 @@ def check_local_files(root: Path, manifest: dict[str, Any], *, full: bool) -> st
         problem = size_problem(rel, stat.st_size if stat else None, entry)
         if problem:
             return problem
-        if (full or stat.st_mtime_ns > written) and file_sha256(path) != entry["sha256"]:
+        if (full or stat.st_mtime_ns > written) and sha256_of(path) != entry["sha256"]:
             return f"{rel} does not match its sha256 in the manifest"
     return None
 
 
-def copy_verified(src: BinaryIO, target: Path, rel: PurePosixPath, entry: dict) -> None:
-    """Stream `src` into `target`, hashing on the way; ArtifactError if size or sha256 differ."""
-    with open(target, "wb") as out:
-        sha256, size = stream_sha256(src, out)
-    problem = size_problem(rel, size, entry)
-    if problem is None and sha256 != entry["sha256"]:
-        problem = f"{rel} does not match its sha256 in the manifest"
-    if problem:
-        raise ArtifactError(problem)
-
-
-def stream_sha256(src: BinaryIO, out: BinaryIO | None = None) -> tuple[str, int]:
-    """sha256 and size of a stream read in chunks, copied to `out` on the way if given."""
-    digest, size = hashlib.sha256(), 0
-    while block := src.read(CHUNK):
-        digest.update(block)
-        size += len(block)
-        if out is not None:
-            out.write(block)
-    return digest.hexdigest(), size
+def sha256_of(path: Path) -> str:
+    """The sha256 of a file of the artifact, read back (`--verify`, or a file changed since)."""
+    return digests.digest_file(path, digests.ARTIFACT_ALGORITHM)

@@ -3,7 +3,7 @@
 Each cached file is a sparse local copy filled block by block as readers ask for byte ranges
 (`CachedFile.ensure`): a stage that reads a small part of an artifact downloads only that part.
 Every block is checked against its sha256 from the manifest before it counts as present, so a
-ranged read is verified too (`file_records` explains the blocks).
+ranged read is verified too (`file_entries` explains the blocks).
 
 Layout under the cache directory:
 - `files/<name>`: the data, sparse until every block is in;
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmforge.pipeline.errors import ArtifactError, LmforgeError
-from lmforge.pipeline.storage.bucket_fs import filesystem
+from lmforge.pipeline.storage.bucket_files import filesystem
+from lmforge.pipeline.storage.digests import ARTIFACT_ALGORITHM, digest_bytes
 from lmforge.pipeline.storage.transfers import TransferProgress
 
 HEADER = 160
@@ -297,7 +297,7 @@ class CachedFile:
         for i, b in enumerate(run):
             chunk = view[i * block : i * block + block]
             expected = remote.block_sha256[b] if remote.sha256 is not None else None
-            if expected is not None and hashlib.sha256(chunk).hexdigest() != expected:
+            if expected is not None and digest_bytes(chunk, ARTIFACT_ALGORITHM) != expected:
                 where = f" (block {b} of {remote.blocks})" if remote.blocks > 1 else ""
                 raise ArtifactError(
                     f"{remote.label} does not match its sha256 in the manifest{where}"

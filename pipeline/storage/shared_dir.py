@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from lmforge.pipeline.storage import task_markers
-from lmforge.pipeline.storage.bucket_fs import filesystem
+from lmforge.pipeline.storage.bucket_files import BucketFiles
 from lmforge.pipeline.storage.file_entries import DEFAULT_BLOCK_BYTES
+from lmforge.pipeline.storage.file_store import upload
 from lmforge.pipeline.storage.node_cache import CacheConfig, CachedFile, NodeCache, RemoteFile
 
 
@@ -53,6 +54,12 @@ class SharedDir:
     def _rel(self, path: str | Path) -> str:
         return Path(path).relative_to(self.root).as_posix()
 
+    def _bucket(self) -> BucketFiles:
+        """The bucket side of the directory (opened where the task runs)."""
+        if self.remote is None:
+            raise ValueError(f"the work directory {self.root} has no bucket side")
+        return BucketFiles(self.remote)
+
     def _remote_file(self, path: Path, size: int) -> RemoteFile:
         rel = self._rel(path)
         name = "/".join(p for p in ("work", self.generation, *Path(self.root).parts[-2:], rel) if p)
@@ -72,11 +79,10 @@ class SharedDir:
         if self.remote is None or path.is_file():
             return path
         if path not in self._held:
-            fs, where = filesystem(f"{self.remote}/{self._rel(path)}")
-            info = fs.get_file_info(where)
-            if not info.is_file:
+            size = self._bucket().size(self._rel(path))
+            if size is None:
                 raise FileNotFoundError(f"{self.remote}/{self._rel(path)} was never published")
-            cached = NodeCache(self.cache).open(self._remote_file(path, info.size))
+            cached = NodeCache(self.cache).open(self._remote_file(path, size))
             self._held[path] = cached
         return self._held[path].local_path()
 
@@ -85,9 +91,7 @@ class SharedDir:
         if self.remote is None:
             return
         for path in map(Path, paths):
-            fs, where = filesystem(f"{self.remote}/{self._rel(path)}")
-            with open(path, "rb") as src, fs.open_output_stream(where) as dst:
-                shutil.copyfileobj(src, dst, 8 << 20)
+            upload(self._bucket(), path, self._rel(path))
             cached = NodeCache(self.cache).open(self._remote_file(path, path.stat().st_size))
             cached.adopt(path)  # moved into the cache: no second copy, evictable
             cached.close()
@@ -95,8 +99,7 @@ class SharedDir:
     def exists(self, path: str | Path) -> bool:
         if Path(path).exists() or self.remote is None:
             return Path(path).exists()
-        fs, where = filesystem(f"{self.remote}/{self._rel(path)}")
-        return fs.get_file_info(where).is_file
+        return self._bucket().size(self._rel(path)) is not None
 
     def save_array(self, path: str | Path, array: np.ndarray) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)  # a fresh node's mirror
@@ -110,19 +113,16 @@ class SharedDir:
         """Record a finished task (after publishing its files)."""
         task_markers.mark_done(path, result)
         if self.remote is not None:
-            fs, where = filesystem(f"{self.remote}/{self._rel(path)}")
-            with fs.open_output_stream(where) as dst:
-                dst.write(Path(path).read_bytes())
+            self._bucket().write_bytes(self._rel(path), Path(path).read_bytes())
 
     def done_result(self, path: str | Path) -> Any | None:
         """What a finished task recorded, or None when it did not finish (on any node)."""
         found = task_markers.done_result(path)
         if found is not None or self.remote is None:
             return found
-        fs, where = filesystem(f"{self.remote}/{self._rel(path)}")
         try:
-            with fs.open_input_stream(where) as src:
-                return json.loads(src.read())
+            found = self._bucket().read_bytes(self._rel(path))
+            return None if found is None else json.loads(found)
         except (OSError, ValueError):
             return None
 
@@ -130,9 +130,8 @@ class SharedDir:
         """Delete the directory here and in the bucket (its cached copies age out)."""
         shutil.rmtree(self.root, ignore_errors=True)
         if self.remote is not None:
-            fs, where = filesystem(self.remote)
             with contextlib.suppress(OSError):
-                fs.delete_dir(where)
+                self._bucket().delete_dir("")
 
     def release(self) -> None:
         """Let the cache evict the files this task fetched."""

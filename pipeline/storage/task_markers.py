@@ -1,6 +1,6 @@
 """Per-task completion markers, so an interrupted stage redoes only its unfinished tasks.
 
-A task writes its outputs, then its marker, atomically (a temporary name renamed into place), so
+A task writes its outputs, then its marker, atomically and durably (`lmforge.durable`), so
 a marker that exists is complete and vouches for every output written before it. The marker holds
 the task's result as JSON: a resumed run reads the result back instead of rerunning the task.
 """
@@ -8,17 +8,12 @@ the task's result as JSON: a resumed run reads the result back instead of rerunn
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-
-def write_atomic(path: Path, data: bytes) -> None:
-    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    partial.write_bytes(data)
-    os.replace(partial, path)
+from lmforge.durable import AtomicFile, write_atomic
 
 
 def mark_done(path: str | Path, result: Any) -> None:
@@ -38,7 +33,5 @@ def done_result(path: str | Path) -> Any | None:
 
 def save_array(path: str | Path, array: np.ndarray) -> None:
     """`np.save`, atomically: the file exists only once it is whole."""
-    path = Path(path)
-    partial = path.with_name(f".{path.name}.partial-{os.getpid()}.npy")
-    np.save(partial, array)
-    os.replace(partial, path)
+    with AtomicFile(path) as out:
+        np.save(out.handle, array)

@@ -25,8 +25,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from lmforge.durable import write_atomic
+from lmforge.pipeline.storage.integrity import MANIFEST
+
 OWNER_FILE = ".lmforge-owner.json"
 RESUMABLE_MARKER = ".lmforge-resumable"
+ENGINE_FILES = (MANIFEST, OWNER_FILE, RESUMABLE_MARKER)
+"""Files of a temporary directory that are the engine's, never part of the artifact."""
 FOREIGN_MAX_AGE_S = 7 * 24 * 3600.0
 UNCLAIMED_MAX_AGE_S = 3600.0
 
@@ -61,9 +66,7 @@ def current_owner() -> dict[str, Any]:
 
 def claim(tmp: Path) -> None:
     """Record this process as the owner of the temporary directory `tmp`."""
-    record = tmp / (OWNER_FILE + ".tmp")
-    record.write_text(json.dumps(current_owner()), encoding="utf-8")
-    os.replace(record, tmp / OWNER_FILE)
+    write_atomic(tmp / OWNER_FILE, json.dumps(current_owner()))
 
 
 def release(tmp: Path) -> None:

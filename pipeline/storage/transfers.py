@@ -1,13 +1,34 @@
-"""Progress of a large upload or download: bytes done, rate and time left, logged every few
-seconds (small transfers stay quiet)."""
+"""Moving bytes between the local disk and a store: one copy loop, with progress.
+
+`copy_stream` (from a stream) and `copy_buffer` (from memory) are how every upload and download
+of lmforge moves its bytes (an artifact's files, checkpoint shards and whole checkpoints, scratch
+files between tasks): in large chunks, hashed on the way when the caller keeps a digest, counted
+in a `TransferProgress`, which logs bytes done, rate and time left every few seconds (small
+transfers stay quiet). Ranged reads of the node cache count theirs in one too (`node_cache`).
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from typing import BinaryIO, Protocol
+
+from lmforge.pipeline.quantities import format_duration
 
 log = logging.getLogger("lmforge")
+
+COPY_CHUNK = 8 << 20
+"""Bytes read and written at a time."""
+
+
+class Writable(Protocol):
+    def write(self, data: bytes | memoryview, /) -> object: ...
+
+
+class Hasher(Protocol):
+    def update(self, data: bytes | memoryview, /) -> object: ...
+
 
 LOUD_BYTES = 64 << 20
 """Transfers smaller than this log nothing."""
@@ -22,21 +43,18 @@ def _size(n: float) -> str:
     return f"{n:.1f} TB"
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-
-
 class TransferProgress:
     """Counts bytes moved (from any thread) and logs `what: done of total, rate, ETA`."""
 
     def __init__(
-        self, what: str, total_bytes: int, *, every_s: float = EVERY_S, loud: int = LOUD_BYTES
+        self, what: str, total_bytes: int, *, every_s: float | None = None, loud: int | None = None
     ) -> None:
+        """every_s: seconds between lines (`EVERY_S`); loud: the smallest transfer that logs
+        (`LOUD_BYTES`)."""
         self.what, self.total = what, total_bytes
         self.done = 0
-        self.every_s = every_s
-        self.quiet = total_bytes < loud
+        self.every_s = EVERY_S if every_s is None else every_s
+        self.quiet = total_bytes < (LOUD_BYTES if loud is None else loud)
         self.started = time.monotonic()
         self._last = self.started
         self._lock = threading.Lock()
@@ -55,7 +73,7 @@ class TransferProgress:
         rate = self.done / elapsed
         share = self.done / self.total if self.total else 1.0
         eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-        left = _duration(eta) if eta != float("inf") else "?"
+        left = format_duration(eta) if eta != float("inf") else "?"
         return (
             f"{self.what}: {_size(self.done)} of {_size(self.total)} ({share:.0%}), "
             f"{_size(rate)}/s, ETA {left}"
@@ -68,6 +86,44 @@ class TransferProgress:
                 "%s: %s in %s (%s/s)",
                 self.what,
                 _size(self.done),
-                _duration(elapsed),
+                format_duration(elapsed),
                 _size(self.done / max(elapsed, 1e-9)),
             )
+
+
+def copy_stream(
+    src: BinaryIO,
+    dst: Writable,
+    progress: TransferProgress | None = None,
+    digest: Hasher | None = None,
+) -> int:
+    """Copy `src` to its end into `dst`, updating `digest` and `progress` on the way; the bytes
+    copied."""
+    copied = 0
+    while block := src.read(COPY_CHUNK):
+        dst.write(block)
+        if digest is not None:
+            digest.update(block)
+        if progress is not None:
+            progress.add(len(block))
+        copied += len(block)
+    return copied
+
+
+def copy_buffer(
+    data: bytes | bytearray | memoryview,
+    dst: Writable,
+    progress: TransferProgress | None = None,
+    digest: Hasher | None = None,
+) -> int:
+    """Write bytes in memory into `dst` (in chunks, without copying them), updating `digest` and
+    `progress` on the way; the bytes written."""
+    view = memoryview(data).cast("B")
+    for start in range(0, len(view), COPY_CHUNK):
+        piece = view[start : start + COPY_CHUNK]
+        dst.write(piece)
+        if digest is not None:
+            digest.update(piece)
+        if progress is not None:
+            progress.add(len(piece))
+    return len(view)

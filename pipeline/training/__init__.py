@@ -3,17 +3,18 @@
 Read in this order:
 - `config.TrainConfig`: the typed `train` config group;
 - `driver.run_pretraining`: starts the Ray Train run and exports the final weights;
-- `job.train_loop_per_worker`: what every worker runs, `worker.WorkerRun` (resume, loop,
-  checkpoints, logging);
+- `worker_entry.train_loop_per_worker`: what every worker runs with its `job.TrainingJob`,
+  `worker.WorkerRun` (resume, loop, checkpoints, logging);
 - `train_step`: the DeepSpeed engine and one optimizer step; `schedule`: the learning rate;
 - `sampler`: which windows each worker reads (one global order, independent of world size);
   `sample_index`: that order built once on disk and memory-mapped (the `sample_index` stage);
   `prefetch`: the next steps' windows read in a background thread;
 - `async_save`: every rank saves its own shard in the background, rank 0 publishes;
   `zero_shards`: a rank's ranges of the parameters and AdamW moments at any ZeRO stage, and
-  restoring them; `shard_format`: the shard files and `layout.json`; `checkpoint_store`: a
-  directory or a bucket; `checkpoint`: markers, verification, pruning (and the consolidated
-  format); `resume`: which checkpoint to continue from, checked by every rank;
+  restoring them; `shard_format`: the shard files and `layout.json`; `checkpoint.store`: the
+  checkpoints in a directory or a bucket (the one store of `storage.file_store`);
+  `checkpoint.marker`: the `COMPLETE` marker and verification; `checkpoint.consolidated`: the
+  consolidated format; `resume`: which checkpoint to continue from, checked by every rank;
 - `export`: the final model and HF export streamed out of the shards in a Ray task;
   `ray_checkpoint`: the pointer Ray Train keeps; `zero3_init`: GPT's init into ZeRO-3 partitions;
 - `zero_state`: the full parameters and AdamW moments of an engine (the consolidated format);

@@ -1,8 +1,8 @@
 """Run distributed pretraining on a Ray cluster: `run_pretraining`, called by the pretrain stage.
 
 It assumes Ray is initialised. It starts a Ray Train `TorchTrainer` whose workers run
-`job.train_loop_per_worker`, waits for it, and writes the final weights of the last checkpoint
-as a model directory in `out_dir` (model.safetensors + config.json, loadable with
+`worker_entry.train_loop_per_worker`, waits for it, and writes the final weights of the last
+checkpoint as a model directory in `out_dir` (model.safetensors + config.json, loadable with
 `lmforge.model.weights.load_model_dir`), and the Hugging Face export when asked, in a Ray task on
 this node that streams them out of the sharded checkpoint (`export`). Ray Train reports where
 that checkpoint lives, so rank 0 may run on any node; the per-step losses come back in the
@@ -30,14 +30,15 @@ from ray.train.torch import TorchConfig
 
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.cluster.process_stats import kept_memory_tunables
-from lmforge.pipeline.training.checkpoint.bucket import is_remote
-from lmforge.pipeline.training.checkpoint.consolidated import CheckpointError
+from lmforge.pipeline.storage.location import is_bucket, local_path
+from lmforge.pipeline.training.checkpoint.marker import CheckpointError
 from lmforge.pipeline.training.checkpoint.ray_checkpoint import pointed_location
 from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.export import HFExport, export_checkpoint
 from lmforge.pipeline.training.fault import FaultInjection
-from lmforge.pipeline.training.job import TrainingJob, train_loop_per_worker
+from lmforge.pipeline.training.job import TrainingJob
 from lmforge.pipeline.training.trainer import PipelineTrainer
+from lmforge.pipeline.training.worker_entry import train_loop_per_worker
 
 
 def _location(directory: str | os.PathLike) -> str | os.PathLike:
@@ -82,8 +83,8 @@ def run_pretraining(
         data_dir=_location(data_dir),
         sample_index_dir=_location(sample_index_dir),
         checkpoint_dir=checkpoint_dir
-        if is_remote(checkpoint_dir)
-        else str(Path(checkpoint_dir).resolve()),
+        if is_bucket(checkpoint_dir)
+        else str(local_path(checkpoint_dir).resolve()),
         tracking_uri=tracking_uri,
         mlflow_run_id=mlflow_run_id,
         fault=fault,
@@ -133,8 +134,8 @@ def worker_runtime_env(train_cfg: TrainConfig) -> dict[str, Any]:
 
 def _remove_run_dir(storage_path: str, name: str) -> None:
     """Ray Train's copies of a finished run are redundant with `checkpoint_dir`: drop them."""
-    if not is_remote(storage_path):
-        shutil.rmtree(Path(storage_path) / name, ignore_errors=True)
+    if not is_bucket(storage_path):
+        shutil.rmtree(local_path(storage_path) / name, ignore_errors=True)
         return
     import pyarrow.fs as pafs
 

@@ -10,7 +10,7 @@ times faster (the tiny preset's 1024x128 @ 128x512 matmul on one Zen 4 core: 0.7
 where bf16 was measured not to pay for what it costs the demo: on a 2-vCPU Intel Xeon with AMX
 the demo's training ran only 1.15-1.2x as fast in bf16 as in fp32 (1.6x on a Zen 5 AMD EPYC,
 which has AVX512-BF16 and no AMX), and one of the three seeds of `bench/demo_quality.py` then
-missed the greedy bar, which all three met in fp32 there (README, "bf16 on CPU").
+missed the greedy bar, which all three met in fp32 there (docs/training.md, "Precision").
 """
 
 from __future__ import annotations

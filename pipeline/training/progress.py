@@ -12,17 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lmforge.pipeline.quantities import format_duration
 from lmforge.pipeline.training.config import carries_term, term_steps
-
-
-def format_duration(seconds: float) -> str:
-    """`1h02m`, `1m20s` or `7s`."""
-    seconds = max(0, int(round(seconds)))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 def format_rate(value: float) -> str:

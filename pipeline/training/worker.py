@@ -1,4 +1,4 @@
-"""The training loop Ray Train runs on every worker (through `job.train_loop_per_worker`).
+"""The training loop Ray Train runs on every worker (through `worker_entry.train_loop_per_worker`).
 
 Each worker seeds torch (the same init everywhere), opens the memory-mapped training split itself
 (the data never travels through Ray; only the windows it reads are paged in), builds the DeepSpeed
@@ -64,7 +64,7 @@ from lmforge.tokenizer.dataset import TokenDataset
 
 
 def run_worker(job: TrainingJob) -> None:
-    """One worker's whole run (`job.train_loop_per_worker` calls it)."""
+    """One worker's whole run (`worker_entry.train_loop_per_worker` calls it)."""
     _quiet_worker_output()
     WorkerRun(job).run()
 

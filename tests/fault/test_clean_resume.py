@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from bench_modules import load_bench
 from cli_runner import LMFORGE, lmforge, status, summary
+
+from lmforge.pipeline.estimate.calibration.synthetic_corpus import synthesize
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +24,7 @@ UNITS = 12
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("corpus")
-    load_bench("corpus_synth").synthesize(out, docs=UNITS * 1500, files=UNITS, seed=3)
+    synthesize(out, docs=UNITS * 1500, files=UNITS, seed=3)
     return out
 
 

@@ -15,7 +15,7 @@ from lmforge.pipeline.training.checkpoint import bucket as remote
 from lmforge.pipeline.training.checkpoint import consolidated as ckpt
 from lmforge.pipeline.training.checkpoint.resume import choose_checkpoint
 from lmforge.pipeline.training.checkpoint.shard_format import LAYOUT_FILE, Layout, shard_names
-from lmforge.pipeline.training.checkpoint.store import BucketStore, rank_staging
+from lmforge.pipeline.training.checkpoint.store import CheckpointStore, rank_staging
 
 pytestmark = pytest.mark.integration
 
@@ -29,11 +29,10 @@ def bucket(s3_in_env):
 
 
 def test_a_big_shard_is_uploaded_in_parts(bucket):
-    store = BucketStore(ROOT)
+    store = CheckpointStore(ROOT)
     pending = store.begin(1)
-    with store.open_output(pending, "model-00000-of-00001.safetensors") as out:
-        for _ in range(3):
-            out.write(bytes(8 << 20))
+    body = memoryview(bytes(24 << 20))
+    store.write_file(pending, "model-00000-of-00001.safetensors", b"", body)
     head = bucket.head_object(
         Bucket="lmforge",
         Key="checkpoints/pretrain/sharded/step_000001/model-00000-of-00001.safetensors",
@@ -43,10 +42,10 @@ def test_a_big_shard_is_uploaded_in_parts(bucket):
 
 
 def test_two_ranks_on_one_node_fetch_only_their_shards_each_into_its_own_directory(bucket):
-    location = save_sharded(BucketStore(ROOT), 4, world=2)
+    location = save_sharded(CheckpointStore(ROOT), 4, world=2)
     w_numel = torch.Size(SHAPES["w"]).numel()  # 35: rank 0 holds 0..17, rank 1 18..34
     halves = {0: {"w": (0, 18), "b": (0, 4)}, 1: {"w": (18, w_numel - 18), "b": (4, 3)}}
-    stores = {rank: BucketStore(ROOT) for rank in halves}
+    stores = {rank: CheckpointStore(ROOT) for rank in halves}
     fetched, errors = {}, []
 
     def fetch(rank):
@@ -79,8 +78,8 @@ def test_two_ranks_on_one_node_fetch_only_their_shards_each_into_its_own_directo
 
 
 def test_a_shard_corrupted_in_the_bucket_is_found_on_download_and_named(bucket):
-    save_sharded(BucketStore(ROOT), 4, world=2)
-    save_sharded(BucketStore(ROOT), 8, world=2)
+    save_sharded(CheckpointStore(ROOT), 4, world=2)
+    save_sharded(CheckpointStore(ROOT), 8, world=2)
     key = "checkpoints/pretrain/sharded/step_000008/" + shard_names(1, 2)[0]
     body = bytearray(bucket.get_object(Bucket="lmforge", Key=key)["Body"].read())
     body[-1] ^= 0xFF

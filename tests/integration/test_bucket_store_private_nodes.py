@@ -23,11 +23,12 @@ import time
 
 import pytest
 import ray
-from bench_modules import load_bench
 from cli_runner import SHORT_TINY, lmforge, status
 from counting_s3 import served
 from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from lmforge.pipeline.estimate.calibration.synthetic_corpus import synthesize
 
 pytestmark = pytest.mark.integration
 
@@ -121,7 +122,7 @@ def test_nodes_sharing_only_the_bucket_run_the_pipeline(private_node_cluster, s3
     assert _what_each_node_sees(str(workdir / "only-on-the-head")) == {True, False}
     ray.shutdown()  # the pipeline's own driver attaches below
     corpus = tmp_path / "corpus"  # raw sources: the one path both nodes read
-    load_bench("corpus_synth").synthesize(corpus, docs=4000, files=4, seed=7)
+    synthesize(corpus, docs=4000, files=4, seed=7)
     args = [
         f"workdir={workdir}",
         "cluster.store_uri=s3://lmforge/store",

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import ray
-from bench_modules import load_bench
 from ray.cluster_utils import Cluster
 
 from lmforge.pipeline.config import compose
 from lmforge.pipeline.engine.execute import StageTask, execute_stage, load_stages
 from lmforge.pipeline.engine.keys import cache_key
 from lmforge.pipeline.engine.tracking import client, ensure_experiment
+from lmforge.pipeline.estimate.calibration.synthetic_corpus import synthesize
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,7 @@ def clean_task(workdir: Path, corpus: Path) -> StageTask:
 
 def test_a_node_added_mid_stage_receives_read_tasks(tmp_path):
     corpus = tmp_path / "corpus"
-    load_bench("corpus_synth").synthesize(corpus, docs=UNITS * 1200, files=UNITS, seed=5)
+    synthesize(corpus, docs=UNITS * 1200, files=UNITS, seed=5)
     head = {"num_cpus": 1, "include_dashboard": False}
     cluster = Cluster(initialize_head=True, head_node_args=head)
     try:

@@ -8,8 +8,10 @@ import shutil
 import pytest
 import torch
 
+from lmforge.pipeline.storage.bucket_files import BucketFiles
 from lmforge.pipeline.training.checkpoint import bucket as remote
 from lmforge.pipeline.training.checkpoint import consolidated as ckpt
+from lmforge.pipeline.training.checkpoint.store import CheckpointStore
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +54,7 @@ def test_checkpoints_go_to_the_bucket_and_only_the_newest_are_kept(bucket):
     assert location == f"{ROOT}/step_000030"
     steps = {key.split("/")[3] for key in _keys(bucket) if not key.endswith("/")}
     assert steps == {"step_000020", "step_000030"}
-    assert [name for _, name, _ in remote.RemoteCheckpoints(ROOT).steps()] == [
+    assert [name for _, name, _ in CheckpointStore(ROOT).steps()] == [
         "step_000030",
         "step_000020",
     ]
@@ -120,14 +122,14 @@ class _RefusedWrites:
 
 def test_a_rewrite_that_dies_midway_leaves_a_complete_copy_of_the_step(bucket, monkeypatch):
     _save(10, keep=1)
-    real_init = remote.RemoteCheckpoints.__init__
+    real_init = BucketFiles.__init__
 
     def refusing_the_rewritten_weights(self, uri):
         real_init(self, uri)
         self.fs = _RefusedWrites(self.fs, "/step_000010/model.safetensors")
 
     with monkeypatch.context() as patch, pytest.raises(OSError, match="refused"):
-        patch.setattr(remote.RemoteCheckpoints, "__init__", refusing_the_rewritten_weights)
+        patch.setattr(BucketFiles, "__init__", refusing_the_rewritten_weights)
         _save(10, keep=1)
     shutil.rmtree(remote.local_staging(ROOT))  # another node: nothing local
     with pytest.warns(UserWarning, match="step_000010: incomplete"):
@@ -148,7 +150,7 @@ def test_pruning_never_counts_a_truncated_checkpoint_among_those_it_keeps(bucket
     key = "checkpoints/pretrain/abc/step_000020/model.safetensors"
     body = bucket.get_object(Bucket="lmforge", Key=key)["Body"].read()
     bucket.put_object(Bucket="lmforge", Key=key, Body=body[:-10])
-    assert remote.RemoteCheckpoints(ROOT).prune(keep=1) == []
+    assert CheckpointStore(ROOT).prune(keep=1) == []
     steps = {key.split("/")[3] for key in _keys(bucket) if not key.endswith("/")}
     assert steps == {"step_000010", "step_000020"}
     with pytest.warns(UserWarning, match="step_000020: corrupt"):

@@ -1,6 +1,7 @@
-"""`lmforge run --until clean` on a synthetic `.jsonl.zst` corpus (bench/corpus_synth.py): every
-file is read, the planted exact copies and only they are removed as exact duplicates, each
-traced to its original, and the near copies are found."""
+"""`lmforge run --until clean` on a synthetic `.jsonl.zst` corpus (the calibration's
+`synthetic_corpus.py`, as bench/corpus_synth.py writes it): every file is read, the planted exact
+copies and only they are removed as exact duplicates, each traced to its original, and the near
+copies are found."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from bench_modules import load_bench
 from cli_runner import lmforge, status
+
+from lmforge.pipeline.estimate.calibration.synthetic_corpus import synthesize
 
 pytestmark = pytest.mark.integration
 
@@ -26,10 +28,6 @@ FILTERS_OFF = [
         "pii",
     )
 ]
-
-
-def synthesize(out: Path, docs: int, files: int, seed: int) -> dict:
-    return load_bench("corpus_synth").synthesize(out, docs, files, seed=seed)
 
 
 def test_clean_reads_a_synthetic_zstd_corpus_and_removes_its_planted_copies(tmp_path):

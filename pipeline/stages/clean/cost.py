@@ -5,7 +5,7 @@ CPU of the cluster (read, filter, index, dedup and shard tasks keep them all bus
 filter chain's per-byte cost counted when any filter is on.
 
 Memory, one form per kind of process, each bounded by configuration and not by the corpus
-(DESIGN.md, "At scale") except where said:
+(docs/architecture.md, "At scale") except where said:
 - the coordinator: a base plus a little per read unit (`data.read_split_mb` sets how many);
 - a filter task: a base plus per document of its unit (its index is built in memory);
 - a dedup task (exact or one band's near step): per document of its key range, at most
@@ -25,9 +25,6 @@ import math
 
 from lmforge.pipeline.estimate.cost_model import KNOWN, Cluster, ProcessCost, StageCost, config_part
 from lmforge.pipeline.stages.clean.stage import DEDUP_PARTITION_DOCS
-
-STAGE = "clean"
-INPUTS: tuple[str, ...] = ()
 
 KEEP_FRACTION = 0.6
 """Assumed share of documents and bytes that survive the filters and dedup, when the command

@@ -100,6 +100,9 @@ class CleanDirs(SharedDir):
     def shard_marker(self, name: str) -> Path:
         return Path(self.done) / f"shard-{name}.json"
 
+    def resolve_marker(self) -> Path:
+        return Path(self.done) / "resolve.json"
+
 
 @dataclass(slots=True)
 class FilteredPartition:

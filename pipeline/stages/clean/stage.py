@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 from lmforge.pipeline.cluster.process_stats import bytes_read, reset_peak_rss, task_peak_rss_bytes
 from lmforge.pipeline.engine.stage import StageContext, stage
-from lmforge.pipeline.errors import LmforgeError
 from lmforge.pipeline.sources.config import DataConfig
+from lmforge.pipeline.sources.files import check_paths_match
 from lmforge.pipeline.sources.read_plan import (
     ReadUnit,
     count_line_starts,
@@ -30,6 +30,7 @@ from lmforge.pipeline.sources.read_plan import (
     plan_reads,
     ranges_to_count,
 )
+from lmforge.pipeline.stages.clean.unfinished_tasks import gather, recorded_result, run_unfinished
 from lmforge.pipeline.stages.clean.work_dir import open_work_dir, plan_record
 from lmforge.pipeline.typed_config import from_mapping
 
@@ -47,6 +48,12 @@ their memory stays the same however big the corpus is."""
 
 def parse(sections: dict) -> DataConfig:
     return from_mapping(DataConfig, sections["data"], "data")
+
+
+def check_paths(cfg: DataConfig) -> None:
+    """A run on a local runtime fails on a data path that matches no file before it starts
+    anything (`StageSpec.local_check`)."""
+    check_paths_match(list(cfg.paths))
 
 
 def plan_units(cfg: DataConfig) -> list[ReadUnit]:
@@ -67,32 +74,35 @@ def filter_all_units(
 
     counts["read_units"] = len(units)
     remote = ray.remote(filter_unit).options(num_cpus=1)
-    results = []
 
-    def finished(unit: ReadUnit) -> FilteredPartition | None:
-        record = dirs.done_result(dirs.filter_marker(unit.index))
-        if record is None or not all(map(output.holds, record["files"])):
-            return None
-        counts["units_resumed"] += 1
-        return FilteredPartition(**record)
+    def recorded(unit: ReadUnit) -> FilteredPartition | None:
+        record = recorded_result(dirs, dirs.filter_marker(unit.index), output)
+        return None if record is None else FilteredPartition(**record)
 
+    results: list[FilteredPartition] = []
     if cfg.max_docs:  # a cap in corpus order: each unit gets what the units before left over
         for unit in units:
             left = cfg.max_docs - sum(r.docs_in for r in results)
             if left <= 0:
                 break
-            results += [finished(unit) or _get([remote.remote(unit, cfg, dirs, output, left)])[0]]
+            step = run_unfinished(
+                "filter",
+                [unit],
+                recorded,
+                lambda unit, left=left: remote.remote(unit, cfg, dirs, output, left),
+            )
+            results += step.results
+            counts["units_resumed"] += step.resumed
     else:
-        in_flight: list = []
-        for unit in units:
-            if (result := finished(unit)) is not None:
-                results.append(result)
-                continue
-            while len(in_flight) >= 2 * _cluster_cpus():
-                done, in_flight = ray.wait(in_flight, num_returns=1)
-                results += _get(done)
-            in_flight.append(remote.remote(unit, cfg, dirs, output))
-        results += _get(in_flight)
+        step = run_unfinished(
+            "filter",
+            units,
+            recorded,
+            lambda unit: remote.remote(unit, cfg, dirs, output),
+            in_flight=lambda: 2 * _cluster_cpus(),
+        )
+        results = step.results
+        counts["units_resumed"] += step.resumed
     for r in results:
         counts["docs_in"] += r.docs_in
         counts["docs_before_file_errors"] += r.docs_before_file_errors
@@ -109,7 +119,7 @@ def _with_line_numbers(units: list[ReadUnit]) -> list[ReadUnit]:
     if not ranges:
         return units
     remote = ray.remote(count_line_starts).options(num_cpus=1)
-    found = _get([remote.remote(p.path, p.start, p.end) for p in ranges])
+    found = gather([remote.remote(p.path, p.start, p.end) for p in ranges])
     return number_lines(units, {(p.path, p.start): n for p, n in zip(ranges, found, strict=True)})
 
 
@@ -119,16 +129,15 @@ def _cluster_cpus() -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
-def _get(refs: list) -> list:
-    """ray.get, raising a task's own lmforge error (a bad source file) as it is."""
-    import ray
+def resolve_and_mark(
+    marker: Path, dirs: CleanDirs, exact_files: list[str], edge_files: list[str]
+) -> dict:
+    """`resolve`, committing its marker as every task of the stage does."""
+    from lmforge.pipeline.dedup.resolve import resolve
 
-    try:
-        return ray.get(refs)
-    except ray.exceptions.RayTaskError as exc:
-        if isinstance(exc.cause, LmforgeError):
-            raise exc.cause from None
-        raise
+    result = resolve(dirs.index, exact_files, edge_files, dirs.removals, shared=dirs)
+    dirs.mark_done(marker, result)
+    return result
 
 
 def deduplicate(
@@ -143,7 +152,6 @@ def deduplicate(
     from lmforge.pipeline.dedup.exact import exact_partition
     from lmforge.pipeline.dedup.index import key_ranges
     from lmforge.pipeline.dedup.near import band_partition
-    from lmforge.pipeline.dedup.resolve import resolve
 
     units = [r.index for r in results]
     total = sum(r.kept for r in results)
@@ -152,55 +160,63 @@ def deduplicate(
         return peaks
     ranges = key_ranges(max(1, -(-total // DEDUP_PARTITION_DOCS)))
     work = Path(dirs.removals)
+
+    def written(out: str) -> str | None:
+        """An exact or near task's marker is its output file (whole or absent): it records
+        nothing else, so only this run's tasks report their memory."""
+        return out if dirs.exists(out) else None
+
     exact_files: list[str] = []
     started = time.perf_counter()
     if cfg.dedup.exact.enabled:
-        task = ray.remote(exact_partition).options(num_cpus=1)
-        exact_files = [str(work / f"exact-{p:05d}.npy") for p in range(len(ranges))]
-        found = _get(
-            [
-                task.remote(dirs.index, units, lo, hi, out, shared=dirs)
-                for (lo, hi), out in zip(ranges, exact_files, strict=True)
-                if not dirs.exists(out)  # finished by an interrupted run
-            ]
-        )
-        peaks["exact"] = found
+        exact = {str(work / f"exact-{p:05d}.npy"): lo_hi for p, lo_hi in enumerate(ranges)}
+        exact_files = list(exact)
+        exact_task = ray.remote(exact_partition).options(num_cpus=1)
+        peaks["exact"] = run_unfinished(
+            "exact",
+            exact_files,
+            written,
+            lambda out: exact_task.remote(dirs.index, units, *exact[out], out, shared=dirs),
+        ).ran
     seconds["exact"], started = time.perf_counter() - started, time.perf_counter()
     edge_files: list[str] = []
     if cfg.dedup.near.enabled:
-        task = ray.remote(band_partition).options(num_cpus=1)
-        jobs = []
-        for band in range(cfg.dedup.near.bands):
-            for p, (lo, hi) in enumerate(ranges):
-                edge_files.append(str(work / f"edges-b{band:03d}-{p:05d}.npy"))
-                if dirs.exists(edge_files[-1]):
-                    continue
-                jobs.append(
-                    task.remote(
-                        dirs.index,
-                        units,
-                        band,
-                        lo,
-                        hi,
-                        exact_files,
-                        cfg.dedup.near.threshold,
-                        edge_files[-1],
-                        shared=dirs,
-                    )
-                )
-        peaks["near"] = _get(jobs)
+        near = {
+            str(work / f"edges-b{band:03d}-{p:05d}.npy"): (band, lo, hi)
+            for band in range(cfg.dedup.near.bands)
+            for p, (lo, hi) in enumerate(ranges)
+        }
+        edge_files = list(near)
+        band_task = ray.remote(band_partition).options(num_cpus=1)
+        threshold = cfg.dedup.near.threshold
+        peaks["near"] = run_unfinished(
+            "near",
+            edge_files,
+            written,
+            lambda out: band_task.remote(
+                dirs.index, units, *near[out], exact_files, threshold, out, shared=dirs
+            ),
+        ).ran
     seconds["near"], started = time.perf_counter() - started, time.perf_counter()
-    marker = Path(dirs.done) / "resolve.json"
-    if dirs.done_result(marker) is None:
-        task = ray.remote(resolve).options(num_cpus=1)
-        job = task.remote(dirs.index, exact_files, edge_files, dirs.removals, shared=dirs)
-        dirs.mark_done(marker, _get([job])[0])
-    peaks["resolve"] = [dirs.done_result(marker)]
+    resolve_task = ray.remote(resolve_and_mark).options(num_cpus=1)
+    peaks["resolve"] = run_unfinished(
+        "resolve",
+        [dirs.resolve_marker()],
+        dirs.done_result,
+        lambda marker: resolve_task.remote(marker, dirs, exact_files, edge_files),
+    ).results
     seconds["resolve"] = time.perf_counter() - started
     return peaks
 
 
-@stage(name="clean", config=("data",), parse_config=parse, version="3", num_cpus=0)
+@stage(
+    name="clean",
+    config=("data",),
+    parse_config=parse,
+    version="3",
+    num_cpus=0,
+    local_check=check_paths,
+)
 def clean(ctx: StageContext) -> dict:
     import ray
 
@@ -225,35 +241,33 @@ def clean(ctx: StageContext) -> dict:
     seconds = {"filter": time.perf_counter() - started}
     peaks = {"filter": [asdict(r) for r in results], **deduplicate(cfg, dirs, results, seconds)}
     started = time.perf_counter()
-    task = ray.remote(split_unit).options(num_cpus=1)
-    written = {
-        r.index: finished_task(dirs, dirs.split_marker(r.index), ctx.output) for r in results
-    }
-    todo = [i for i, w in written.items() if w is None]
-    jobs = [task.remote(i, cfg, dirs, ctx.output) for i in todo]
-    written.update(zip(todo, _get(jobs), strict=True))
+    split_task = ray.remote(split_unit).options(num_cpus=1)
+    split = run_unfinished(
+        "split",
+        [r.index for r in results],
+        lambda i: recorded_result(dirs, dirs.split_marker(i), ctx.output),
+        lambda i: split_task.remote(i, cfg, dirs, ctx.output),
+    ).results
+    written = {r.index: part for r, part in zip(results, split, strict=True)}
     seconds["split"], started = time.perf_counter() - started, time.perf_counter()
     plans = plan_shards(
         {i: part["groups"] for i, part in written.items()}, max(1, int(cfg.shard_mb * 2**20))
     )
-    task = ray.remote(write_shard).options(num_cpus=1)
-    copied = {p.name: finished_task(dirs, dirs.shard_marker(p.name), ctx.output) for p in plans}
-    todo_plans = [p for p in plans if copied[p.name] is None]
-    copied.update(
-        zip(
-            [p.name for p in todo_plans],
-            _get([task.remote(plan, dirs, ctx.output) for plan in todo_plans]),
-            strict=True,
-        )
-    )
-    peaks["shard"] = list(copied.values())
+    shard_task = ray.remote(write_shard).options(num_cpus=1)
+    copied = run_unfinished(
+        "shard",
+        plans,
+        lambda plan: recorded_result(dirs, dirs.shard_marker(plan.name), ctx.output),
+        lambda plan: shard_task.remote(plan, dirs, ctx.output),
+    ).results
+    peaks["shard"] = copied
     seconds["shard"] = time.perf_counter() - started
-    peaks["split"] = list(written.values())
+    peaks["split"] = split
     shards = [shard_description(plan) for plan in plans]
     ctx.add_files(
         [e for r in results for e in r.files]
         + [e for w in written.values() for e in w["files"]]
-        + [c["file"] for c in copied.values()]
+        + [c["file"] for c in copied]
     )
     dirs.remove()
     steps = merge_chain_counts(
@@ -329,16 +343,6 @@ def clean(ctx: StageContext) -> dict:
         }
     )
     return summary
-
-
-def finished_task(dirs: CleanDirs, marker: Path, output: ArtifactOutput) -> dict | None:
-    """What a task of an interrupted run recorded, if the artifact files it wrote (its
-    `files`, or its `file`) are all still there."""
-    record = dirs.done_result(marker)
-    if record is None:
-        return None
-    files = record["files"] if "files" in record else [record["file"]]
-    return record if all(map(output.holds, files)) else None
 
 
 def _largest_mb(tasks: dict[str, list[dict]], of) -> dict[str, float]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from lmforge.pipeline.engine.stage import StageContext
 from lmforge.pipeline.sources.read_plan import ReadUnit
 from lmforge.pipeline.stages.clean.partition import CleanDirs
-from lmforge.pipeline.storage.bucket_fs import is_uri
+from lmforge.pipeline.storage.location import is_bucket
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def plan_record(units: list[ReadUnit]) -> dict:
 def work_dir(ctx: StageContext, record: dict) -> CleanDirs:
     """Where the tasks keep what they pass each other: under the workdir (shared storage) with
     a local store; with a bucket, in the bucket, each node working in a local mirror."""
-    if not is_uri(ctx.store_uri):
+    if not is_bucket(ctx.store_uri):
         return CleanDirs(str(ctx.workdir / "resume" / "clean" / ctx.key))
     generation = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:12]
     return CleanDirs(

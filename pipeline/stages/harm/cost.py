@@ -1,6 +1,7 @@
 """The cost of `harm` (`stage.py` beside it): toxicity, bias, memorisation and PII-leakage
-probes, one pool call each on the stage's model actors (`generation_work`), plus the driver's
-scan of up to 100,000 training documents for PII."""
+probes, one pool call each on the stage's model actors (what they cost:
+`pipeline/evaluation/generation_cost.py`), plus the driver's scan of up to 100,000 training
+documents for PII."""
 
 from __future__ import annotations
 
@@ -13,9 +14,6 @@ from lmforge.pipeline.evaluation.generation_cost import (
     pool_size,
     pooled_generation,
 )
-
-STAGE = "harm"
-INPUTS = ("pretrain", "train_tokenizer", "clean", "tokenize")
 
 TOXICITY_PROMPTS = 120
 """Prompts in conf/eval/toxicity_prompts.jsonl (`num_prompts: 0` uses them all)."""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -70,7 +71,7 @@ def _write_jsonl(path: Path, records: list[dict]) -> None:
             handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
 
 
-def _training_documents(tokenize_dir: Path, limit: int):
+def _training_documents(tokenize_dir: str | os.PathLike[str], limit: int):
     from lmforge.tokenizer.dataset import TokenDataset
 
     dataset = TokenDataset(tokenize_dir, "train", block_size=1)

@@ -16,9 +16,6 @@ from lmforge.pipeline.evaluation.generation_cost import (
     pool_size,
 )
 
-STAGE = "perplexity"
-INPUTS = ("pretrain", "tokenize", "train_tokenizer", "clean")
-
 BASELINE_TOKENS = 2_000_000
 """Train tokens the n-gram baselines are fitted on at most."""
 

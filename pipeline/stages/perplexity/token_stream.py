@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -36,7 +35,7 @@ class StreamSpec:
     """Vocabulary of the tokenizer that wrote the shards."""
 
 
-def plan_stream(source: str | Path, split: str, max_tokens: int = 0) -> StreamSpec:
+def plan_stream(source: str | os.PathLike[str], split: str, max_tokens: int = 0) -> StreamSpec:
     """The stream of `split`'s shards under `source`, at most `max_tokens` ids (0 = all)."""
     dataset = TokenDataset(source, split, block_size=1)
     sizes, docs = dataset.index.n_tokens, dataset.index.n_docs

@@ -37,9 +37,6 @@ from lmforge.pipeline.training.config import engine_zero_stage, sequence_decodin
 from lmforge.pipeline.training.memory import RankMemory, activation_bytes, rank_memory
 from lmforge.pipeline.training.precision import expects_bf16
 
-STAGE = "pretrain"
-INPUTS = ("tokenize", "sample_index", "train_tokenizer")
-
 GPU_MFU = 0.35
 """Assumed model FLOPs utilisation on GPUs (of C above) when `--mfu` does not say: dense 1B-7B
 models under ZeRO-2 with fused attention reach 35-50% on A100/H100 (NeMo, Megatron-LM reports);

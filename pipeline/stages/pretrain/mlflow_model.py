@@ -19,7 +19,12 @@ MODEL_CODE = Path(__file__).with_name("text_generator.py")
 """The model's code: MLflow runs this file on load, never unpickles a model object."""
 
 
-def log_text_generator(tracking_uri: str, run_id: str, pretrain_dir: Path, tokenizer_dir: Path):
+def log_text_generator(
+    tracking_uri: str,
+    run_id: str,
+    pretrain_dir: str | os.PathLike[str],
+    tokenizer_dir: str | os.PathLike[str],
+):
     """Log the model into the stage's run; returns the logged model's URI."""
     from mlflow import MlflowClient
     from mlflow.models import infer_signature
@@ -72,7 +77,7 @@ def _quiet_mlflow():
             os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = bar
 
 
-def _log_into(run_id, client, signature, pretrain_dir: Path, tokenizer_dir: Path) -> str:
+def _log_into(run_id, client, signature, pretrain_dir, tokenizer_dir) -> str:
     mlflow.start_run(run_id=run_id)
     try:
         with _quiet_mlflow():

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from lmforge.pipeline.estimate.cost_model import Cluster, ProcessCost, StageCost
 
-STAGE = "report"
-INPUTS = ("perplexity", "sample", "harm", "pretrain", "clean")
-
 
 def size(config: dict, flow: dict, cluster: Cluster) -> dict[str, float]:
     return {}

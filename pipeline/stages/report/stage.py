@@ -12,6 +12,7 @@ from pathlib import Path
 from lmforge.pipeline.engine.stage import StageContext, stage
 from lmforge.pipeline.stages.report.card_summary import headline, summary_sections
 from lmforge.pipeline.stages.report.model_card import Section, fmt, to_html, to_markdown
+from lmforge.pipeline.storage.input_artifact import ArtifactPath
 from lmforge.pipeline.training.step_times import PARTS
 from lmforge.pipeline.typed_config import from_mapping
 
@@ -50,7 +51,7 @@ def _plot(out: Path, draw) -> Path:
     return out
 
 
-def _loss_curve(pretrain: Path, out_dir: Path) -> list[Path]:
+def _loss_curve(pretrain: ArtifactPath, out_dir: Path) -> list[Path]:
     path = pretrain / "training_summary.json"
     losses = json.loads(path.read_text()).get("losses") if path.is_file() else None
     if not losses:
@@ -63,7 +64,7 @@ def _loss_curve(pretrain: Path, out_dir: Path) -> list[Path]:
     return [_plot(out_dir / "loss_curve.png", draw)]
 
 
-def _harm_plots(harm: Path, out_dir: Path) -> list[Path]:
+def _harm_plots(harm: ArtifactPath, out_dir: Path) -> list[Path]:
     plots = []
     scores = [
         s

@@ -1,5 +1,6 @@
 """The cost of `sample` (`stage.py` beside it): greedy and top-p continuations of each
-prompt, one pool call per mode, on the stage's model actors (`generation_work`)."""
+prompt, one pool call per mode, on the stage's model actors (what they cost:
+`pipeline/evaluation/generation_cost.py`)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,6 @@ from lmforge.pipeline.evaluation.generation_cost import (
     pooled_generation,
 )
 
-STAGE = "sample"
-INPUTS = ("pretrain", "train_tokenizer")
 MODES = 2
 """Greedy and top-p."""
 

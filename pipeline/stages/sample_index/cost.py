@@ -17,9 +17,6 @@ from lmforge.pipeline.estimate.cost_model import (
     process_base,
 )
 
-STAGE = "sample_index"
-INPUTS = ("tokenize",)
-
 
 def _order_itemsize(n_windows: float) -> int:
     return 4 if n_windows <= 1 << 32 else 8  # training/sample_index.py's order_dtype

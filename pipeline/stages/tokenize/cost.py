@@ -14,9 +14,6 @@ import math
 
 from lmforge.pipeline.estimate.cost_model import KNOWN, Cluster, ProcessCost, StageCost, config_part
 
-STAGE = "tokenize"
-INPUTS = ("clean", "train_tokenizer")
-
 UINT16_VOCAB = 1 << 16
 
 

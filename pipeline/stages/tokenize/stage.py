@@ -26,6 +26,7 @@ from lmforge.pipeline.cluster.placement import spread_strategies
 from lmforge.pipeline.engine.stage import StageContext, stage
 from lmforge.pipeline.sources.parquet_shards import shard_paths
 from lmforge.pipeline.storage.artifact_output import ArtifactOutput
+from lmforge.pipeline.storage.input_artifact import ArtifactPath
 from lmforge.pipeline.typed_config import from_mapping
 
 DEFAULT_BYTES_PER_TOKEN = 4.0
@@ -64,7 +65,7 @@ def group_shards(sizes: Sequence[int], target: float) -> list[list[int]]:
     return groups
 
 
-def text_bytes(parquet_path: Path) -> int:
+def text_bytes(parquet_path: ArtifactPath) -> int:
     """Uncompressed bytes of a clean shard's `text` column, from its Parquet footer (from a
     bucket: the footer's blocks only)."""
     import pyarrow.parquet as pq

@@ -20,9 +20,6 @@ from lmforge.pipeline.estimate.cost_model import (
     startup_base,
 )
 
-STAGE = "train_tokenizer"
-INPUTS = ("clean",)
-
 BYTES_PER_TOKEN_POINTS = ((2048, 3.1), (50257, 4.4))
 """Bytes of English text per token of a byte-level BPE, by vocabulary size: about 3.1 at 2,048
 (the tiny preset on the embedded documentation) and 4.4 at GPT-2's 50,257 on web text;

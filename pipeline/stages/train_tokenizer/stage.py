@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import fields
 from itertools import islice
-from pathlib import Path
 
 from tokenizers import Tokenizer
 
 from lmforge.pipeline.engine.stage import StageContext, stage
 from lmforge.pipeline.sources.hash_sample import HashSample, SampleStats
 from lmforge.pipeline.sources.parquet_shards import iter_texts
+from lmforge.pipeline.storage.input_artifact import ArtifactPath
 from lmforge.pipeline.typed_config import from_mapping
 from lmforge.tokenizer.config import TokenizerConfig
 from lmforge.tokenizer.train import TrainingWords
@@ -41,7 +41,7 @@ def parse(sections: dict) -> TokenizerConfig:
 
 
 def train_on_sample(
-    clean_dir: Path, cfg: TokenizerConfig
+    clean_dir: ArtifactPath, cfg: TokenizerConfig
 ) -> tuple[Tokenizer, SampleStats, TrainingWords]:
     """BPE trained on about `cfg.sample_bytes` of the train split (all of it for 0), what was
     sampled, and how many distinct words the sample held and BPE kept."""

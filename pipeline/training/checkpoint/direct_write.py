@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from lmforge.pipeline.training.checkpoint.checksums import new_digest
+from lmforge.pipeline.storage.digests import new_digest
 
 ALIGN = 4096
 """File offsets, lengths and memory addresses of O_DIRECT writes are multiples of this."""

@@ -15,7 +15,7 @@ from pathlib import Path
 import ray.train
 from ray.train import Checkpoint
 
-from lmforge.pipeline.training.checkpoint.consolidated import step_dir_name
+from lmforge.pipeline.training.checkpoint.marker import step_dir_name
 
 POINTER_FILE = "checkpoint.json"
 

@@ -9,7 +9,7 @@
         trainer_state.json, COMPLETE          as in `checkpoint`
 
 A rank writes its two shards itself (`write_rank_shard`) from the regions it staged them in
-(`staging`), hashing them as they are written (`checksums`); each file's tensor data starts at a
+(`staging`), hashing them as they are written (`digests`); each file's tensor data starts at a
 multiple of 4096 bytes (the header is padded with spaces, as the format allows), so a local
 store can write it with O_DIRECT (`direct_write`).
 `Layout.read` returns any flat range of a saved tensor by reading only the overlapping pieces
@@ -30,7 +30,7 @@ import torch
 from safetensors import safe_open
 
 from lmforge.model.safetensors_stream import encode_header, spec_of
-from lmforge.pipeline.training.checkpoint import consolidated as ckpt
+from lmforge.pipeline.training.checkpoint import marker as ckpt
 from lmforge.pipeline.training.checkpoint.direct_write import ALIGN
 from lmforge.pipeline.training.checkpoint.fragments import ADAM_MOMENTS
 from lmforge.pipeline.training.checkpoint.staging import Staged
@@ -51,7 +51,7 @@ class RankShard:
 
     rank: int
     files: dict[str, dict]
-    """File name -> {"bytes": n, "xxh3_128": hex} (see `checksums`)."""
+    """File name -> {"bytes": n, "xxh3_128": hex} (see `storage.digests`)."""
     ranges: dict[str, list[int]]
     """Parameter name -> [start, numel] in the flattened parameter."""
 

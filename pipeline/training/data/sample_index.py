@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lmforge.durable import AtomicFile, write_atomic
 from lmforge.pipeline.training.data.sampler import epoch_offset, max_window_offset
 from lmforge.tokenizer.dataset import TokenDataset
 
@@ -63,14 +64,10 @@ def build_sample_index(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     dtype = order_dtype(n_windows)
-    partial = out_dir / f".{ORDER}.partial"
-    with open(partial, "wb") as f:
-        f.truncate(epochs * n_windows * dtype.itemsize)
-    for epoch in range(epochs):
-        _write_epoch(partial, dtype, n_windows, seed, epoch)
-    with open(partial, "rb+") as f:
-        os.fsync(f.fileno())
-    partial.replace(out_dir / ORDER)
+    with AtomicFile(out_dir / ORDER) as order:  # filled in place through maps of it
+        order.handle.truncate(epochs * n_windows * dtype.itemsize)
+        for epoch in range(epochs):
+            _write_epoch(order.partial, dtype, n_windows, seed, epoch)
     header = {
         "format": FORMAT,
         "version": FORMAT_VERSION,
@@ -83,9 +80,7 @@ def build_sample_index(
         "offsets": [epoch_offset(seed, e, max_offset) for e in range(epochs)],
         "data_fingerprint": data_fingerprint,
     }
-    header_partial = out_dir / f".{HEADER}.partial"
-    header_partial.write_text(json.dumps(header, indent=1), encoding="utf-8")
-    header_partial.replace(out_dir / HEADER)
+    write_atomic(out_dir / HEADER, json.dumps(header, indent=1))
     return header
 
 
@@ -176,7 +171,7 @@ def open_for_run(
 
 def build_for_data(
     out_dir: str | Path,
-    data_dir: str | Path,
+    data_dir: str | os.PathLike[str],
     *,
     block_size: int,
     seed: int,

@@ -7,7 +7,6 @@ import random
 
 import numpy as np
 import pytest
-from bench_modules import load_bench
 
 from lmforge.pipeline.dedup.exact import exact_partition
 from lmforge.pipeline.dedup.in_memory import in_memory_removals
@@ -15,6 +14,7 @@ from lmforge.pipeline.dedup.index import IndexReader, key_ranges
 from lmforge.pipeline.dedup.index_writer import write_unit_index
 from lmforge.pipeline.dedup.near import band_partition
 from lmforge.pipeline.dedup.resolve import KINDS, remove_list_path, resolve
+from lmforge.pipeline.estimate.calibration.synthetic_corpus import document
 from lmforge.pipeline.filters.dedup_exact import ExactDeduplicator
 from lmforge.pipeline.filters.minhash import MinHashDeduplicator
 from lmforge.pipeline.sources.config import DedupConfig
@@ -24,8 +24,7 @@ from lmforge.pipeline.storage.shared_dir import LOCAL
 def corpus(n: int, seed: int) -> tuple[list[str], list[str]]:
     """Synthetic documents with planted exact and near copies, plus case-only variants (equal
     for exact dedup with lowercase, different for MinHash), under ids in shuffled order."""
-    synth = load_bench("corpus_synth")
-    texts = [synth.document(seed, i, 24)[0] for i in range(n)]
+    texts = [document(seed, i, 24)[0] for i in range(n)]
     rng = random.Random(seed)
     for i in rng.sample(range(n), n // 20):
         texts[i] = texts[rng.randrange(n)].upper()

@@ -1,12 +1,13 @@
 """A run on a local runtime names a data path that matches no file before it starts MLflow or
-Ray (and before its workdir exists); a cluster's paths are left to `clean`, on the cluster."""
+Ray (and before its workdir exists); a cluster's paths are left to `clean`, on the cluster. The
+check is the clean stage's declared `local_check`, which the engine runs without knowing it."""
 
 from __future__ import annotations
 
 import pytest
 
 from lmforge.pipeline.config import compose
-from lmforge.pipeline.engine.runner import RunRequest, check_local_sources, plan_for, run_pipeline
+from lmforge.pipeline.engine.runner import RunRequest, plan_for, run_local_checks, run_pipeline
 from lmforge.pipeline.sources.files import SourceError, check_paths_match
 
 
@@ -39,7 +40,16 @@ def test_a_cluster_run_or_a_cached_clean_checks_nothing_here(tmp_path):
     missing = str(tmp_path / "only-on-the-cluster.jsonl")
     plan, config = _plan(tmp_path, f"data.paths=[{missing}]")
     with pytest.raises(SourceError):
-        check_local_sources(plan, config["cluster"])
-    check_local_sources(plan, {**config["cluster"], "ray_address": "ray://head:10001"})
+        run_local_checks(plan, config["cluster"])
+    run_local_checks(plan, {**config["cluster"], "ray_address": "ray://head:10001"})
     plan.stages["clean"].action = "cached"
-    check_local_sources(plan, config["cluster"])
+    run_local_checks(plan, config["cluster"])
+
+
+def test_the_check_is_the_clean_stages_own_declaration():
+    from lmforge.pipeline.engine.execute import load_stages
+    from lmforge.pipeline.stages.clean.stage import check_paths
+
+    checks = {name: spec.local_check for name, spec in load_stages().items()}
+    assert checks.pop("clean") is check_paths
+    assert set(checks.values()) == {None}, "only clean checks before the run starts"

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
 from lmforge.pipeline.config import compose
 from lmforge.pipeline.errors import ConfigError
-from lmforge.pipeline.estimate.calibrate import fit_stage, samples_from_store, write_coefficients
-from lmforge.pipeline.estimate.cost_model import Cluster, cost_models, evaluate, load_coefficients
+from lmforge.pipeline.estimate.calibrate import fit_stage
+from lmforge.pipeline.estimate.calibration.store_samples import samples_from_store
+from lmforge.pipeline.estimate.coefficients import load_coefficients, write_coefficients
+from lmforge.pipeline.estimate.cost_model import Cluster, evaluate
+from lmforge.pipeline.estimate.stage_costs import cost_models
 from lmforge.pipeline.stages.clean import cost as clean_cost
 
 TRUTH = {
@@ -95,10 +97,9 @@ def test_every_recorded_stage_run_becomes_a_sample(tmp_path):
 
 
 def test_every_cost_model_can_be_fitted_from_its_own_predictions():
-    from lmforge.pipeline.estimate.cost_model import load_coefficients as load
-    from lmforge.pipeline.estimate.cost_model import shipped_coefficients
+    from lmforge.pipeline.estimate.coefficients import shipped_coefficients
 
-    shipped = load(shipped_coefficients())["stages"]
+    shipped = load_coefficients(shipped_coefficients())["stages"]
     for name in cost_models():
         assert set(shipped[name]) >= _coefficient_names(name), name
 
@@ -110,9 +111,9 @@ def _coefficient_names(stage: str) -> set[str]:
     config = compose()
     flow = {"docs": 1e6, "bytes": 1e6 * BYTES_PER_DOC}
     names: set[str] = set()
-    for name, module in cost_models().items():
-        size = module.size(config, flow, Cluster(1, 2, 10**10))
-        cost = module.cost(size)
+    for name, model in cost_models().items():
+        size = model.size(config, flow, Cluster(1, 2, 10**10))
+        cost = model.cost(size)
         flow |= cost.outputs
         if name == stage:
             names = {k for form in cost.measures().values() for k in form if k != "known"}
@@ -125,20 +126,17 @@ def test_the_bpe_cases_tell_every_time_coefficient_apart(quick):
     calibration's sizes: with one split size, reading the split looks like start-up."""
     import numpy as np
 
-    from lmforge.pipeline.estimate.calibrate import bench_dir
+    from lmforge.pipeline.estimate.calibration.cases import CASES
+    from lmforge.pipeline.estimate.calibration.synthetic_split import parse_size
     from lmforge.pipeline.stages.train_tokenizer import cost as train_tokenizer_cost
 
-    sys.path.insert(0, str(bench_dir()))
-    import estimate_cases
-    import tokenizer_sample
-
-    case = next(c for c in estimate_cases.CASES if c.name == "tokenizer_sample")
+    case = next(c for c in CASES if c.name == "tokenizer_sample")
     sizes = case.quick if quick else case.calibration
     rows = []
     for split, sample, vocab in sizes:
         size = {
-            "train_text_bytes": tokenizer_sample.parse_size(split),
-            "sample_bytes": tokenizer_sample.parse_size(sample),
+            "train_text_bytes": parse_size(split),
+            "sample_bytes": parse_size(sample),
             "vocab_size": vocab,
             "bytes_per_token": 3.4,
         }

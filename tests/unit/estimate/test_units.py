@@ -59,3 +59,12 @@ def test_formats_read_as_people_write_them():
     assert format_duration(750) == "12m30s"
     assert format_duration(3 * 3600 + 20 * 60) == "3h20m"
     assert format_duration(4 * 86400 + 6 * 3600) == "4d06h"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(7, "7s"), (80, "1m20s"), (3720, "1h02m"), (-3, "0s"), (59.2, "1m00s"), (90000, "1d01h")],
+)
+def test_every_duration_reads_the_same_way(seconds, text):
+    """Estimates, training and scoring ETAs and transfer times alike: rounded up, two units."""
+    assert format_duration(seconds) == text

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 def test_cpu_autocast_computes_the_head_in_fp32_from_bf16_blocks(make_model):
     # bf16 logits carry 8 bits of mantissa: the trained model's sentence log-probabilities, and
-    # so its minimal pairs, moved (README, "bf16 on CPU"); the head is a fifth of the tiny
+    # so its minimal pairs, moved (docs/training.md, "Precision"); the head is a fifth of the tiny
     # model's FLOPs, so fp32 there costs the step little
     model = make_model().train()
     ids = torch.randint(0, 97, (2, 12))

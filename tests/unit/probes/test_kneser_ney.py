@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import lmforge.pipeline.probes.kneser_ney as kneser_ney
-import lmforge.pipeline.probes.ngram as ngram
+import lmforge.pipeline.probes.position_scorer as position_scorer
 from lmforge.pipeline.probes.kneser_ney import KneserNeyTrigramLM, discount
 from lmforge.pipeline.probes.ngram import BigramLM
 
@@ -78,7 +78,7 @@ def test_counts_are_the_same_when_folded_in_many_chunks(monkeypatch):
     rng = np.random.default_rng(1)
     seqs = [rng.integers(0, 30, size=int(rng.integers(1, 40))) for _ in range(100)]
     whole = KneserNeyTrigramLM.fit(seqs, vocab_size=30)
-    monkeypatch.setattr(ngram, "_FLUSH_PAIRS", 7)
+    monkeypatch.setattr(position_scorer, "_FLUSH_PAIRS", 7)
     chunked = KneserNeyTrigramLM.fit(seqs, vocab_size=30)
     np.testing.assert_array_equal(whole.trigram_codes, chunked.trigram_codes)
     np.testing.assert_array_equal(whole.trigram_counts, chunked.trigram_counts)

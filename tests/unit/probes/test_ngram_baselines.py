@@ -98,12 +98,12 @@ def test_bigram_beats_unigram_on_text_with_strong_local_structure():
 
 
 def test_counts_are_the_same_when_folded_in_many_chunks(monkeypatch):
-    import lmforge.pipeline.probes.ngram as ngram
+    import lmforge.pipeline.probes.position_scorer as position_scorer
 
     rng = np.random.default_rng(1)
     seqs = [rng.integers(0, 30, size=int(rng.integers(1, 40))) for _ in range(100)]
     whole = BigramLM.fit(seqs, vocab_size=30)
-    monkeypatch.setattr(ngram, "_FLUSH_PAIRS", 7)
+    monkeypatch.setattr(position_scorer, "_FLUSH_PAIRS", 7)
     chunked = BigramLM.fit(seqs, vocab_size=30)
     np.testing.assert_array_equal(whole.pair_codes, chunked.pair_codes)
     np.testing.assert_array_equal(whole.pair_counts, chunked.pair_counts)

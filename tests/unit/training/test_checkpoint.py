@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
-from lmforge.pipeline.training.checkpoint import checksums
+from lmforge.pipeline.storage import digests
 from lmforge.pipeline.training.checkpoint import consolidated as ckpt
 
 
@@ -151,15 +152,15 @@ def test_pruning_keeps_the_newest_valid_checkpoints_and_clears_dead_writes(tmp_p
 def test_a_rewrite_that_fails_mid_swap_leaves_the_old_copy_in_place(tmp_path, monkeypatch):
     _write(tmp_path, 2)
     _write(tmp_path, 3)
-    real_rename = Path.rename
+    real_replace = os.replace
 
-    def refuse_moving_the_new_copy_in(self, target):
-        if self.name.startswith(".step_000003.tmp-"):
+    def refuse_moving_the_new_copy_in(source, target):
+        if Path(source).name.startswith(".step_000003.tmp-"):
             raise OSError(5, "Input/output error")
-        return real_rename(self, target)
+        return real_replace(source, target)
 
     with monkeypatch.context() as patch, pytest.raises(OSError, match="Input/output"):
-        patch.setattr(Path, "rename", refuse_moving_the_new_copy_in)
+        patch.setattr(os, "replace", refuse_moving_the_new_copy_in)
         ckpt.write_checkpoint(tmp_path, {"w": torch.zeros(2)}, {}, _state(3))
     assert ckpt.latest_valid_checkpoint(tmp_path).name == "step_000003"
     assert torch.equal(ckpt.load_checkpoint(tmp_path / "step_000003").params["w"], _weights(3))
@@ -200,12 +201,9 @@ def test_pruning_reads_marker_and_sizes_but_never_re_hashes(tmp_path, monkeypatc
     for step in (1, 2, 3):
         _write(tmp_path, step)
     hashed: list[str] = []
-    realfile_sha256, real_digest = ckpt.file_sha256, checksums.file_digest
+    real_digest = digests.digest_file
     monkeypatch.setattr(
-        ckpt, "file_sha256", lambda path: hashed.append(path.name) or realfile_sha256(path)
-    )
-    monkeypatch.setattr(
-        checksums, "file_digest", lambda path, a: hashed.append(path.name) or real_digest(path, a)
+        digests, "digest_file", lambda path, a: hashed.append(path.name) or real_digest(path, a)
     )
     ckpt.prune_checkpoints(tmp_path, keep=2)
     assert hashed == []

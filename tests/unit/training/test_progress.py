@@ -13,7 +13,6 @@ from lmforge.pipeline.training.mfu import measure_matmul_flops, model_flops_util
 from lmforge.pipeline.training.progress import (
     ThroughputMeter,
     eta_seconds,
-    format_duration,
     format_rate,
     phase_step_estimate,
     progress_line,
@@ -30,13 +29,6 @@ def test_the_progress_line_shows_step_loss_lr_rate_mfu_and_eta():
     assert line == "step 120/400 loss 3.2100 lr 5.0e-04 12.3k tok/s MFU 0.4% ETA 1m20s"
     unknown = progress_line(step=1, max_steps=2, loss=1, lr=1, tokens_per_s=5, mfu=None, eta_s=0)
     assert "MFU" not in unknown
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"), [(7, "7s"), (80, "1m20s"), (3720, "1h02m"), (-3, "0s")]
-)
-def test_durations_read_naturally(seconds, text):
-    assert format_duration(seconds) == text
 
 
 def test_rates_use_k_and_m():

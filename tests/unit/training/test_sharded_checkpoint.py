@@ -15,12 +15,12 @@ from sharded_checkpoints import SHAPES, full_tensors, save_sharded, write_shard
 from lmforge.pipeline.training.checkpoint import consolidated as ckpt
 from lmforge.pipeline.training.checkpoint.resume import choose_checkpoint
 from lmforge.pipeline.training.checkpoint.shard_format import LAYOUT_FILE, Layout, shard_names
-from lmforge.pipeline.training.checkpoint.store import LocalStore
+from lmforge.pipeline.training.checkpoint.store import CheckpointStore
 from lmforge.pipeline.training.zero3_init import normal_range
 
 
 def _save(root, step: int, world: int) -> str:
-    return save_sharded(LocalStore(str(root)), step, world)
+    return save_sharded(CheckpointStore(str(root)), step, world)
 
 
 def test_each_rank_writes_its_ranges_and_the_marker_lists_every_shard(tmp_path):
@@ -77,13 +77,13 @@ def test_a_corrupted_shard_is_skipped_with_a_warning_naming_it(tmp_path):
 def test_a_rank_fetches_and_checks_only_the_shards_holding_its_ranges(tmp_path, monkeypatch):
     _save(tmp_path, 4, world=2)
     hashed = []
-    real = LocalStore.fetch
+    real = CheckpointStore.fetch
 
     def recording(self, location, names, rank):
         hashed.extend(names)
         return real(self, location, names, rank)
 
-    monkeypatch.setattr(LocalStore, "fetch", recording)
+    monkeypatch.setattr(CheckpointStore, "fetch", recording)
     rank_1_of_2 = {"w": (18, 17), "b": (4, 3)}
     chosen = choose_checkpoint(str(tmp_path), 0, 1, rank_1_of_2)
     assert chosen.state.step == 4
@@ -92,7 +92,7 @@ def test_a_rank_fetches_and_checks_only_the_shards_holding_its_ranges(tmp_path, 
 
 def test_a_checkpoint_being_written_is_invisible_until_its_marker(tmp_path):
     _save(tmp_path, 4, world=2)
-    store = LocalStore(str(tmp_path))
+    store = CheckpointStore(str(tmp_path))
     pending = store.begin(8)
     full = full_tensors(8)
     write_shard(store, pending, 0, 2, full)

@@ -8,12 +8,14 @@ import os
 
 from import_check import loaded_by_import
 
-from lmforge.pipeline.training.job import TrainingJob, train_loop_per_worker
+from lmforge.pipeline.training.job import TrainingJob
+from lmforge.pipeline.training.worker_entry import train_loop_per_worker
 
 
 def test_the_entry_point_and_its_job_import_without_torch_or_deepspeed():
-    loaded = loaded_by_import("lmforge.pipeline.training.job", ["torch", "deepspeed"])
-    assert loaded == {"torch": False, "deepspeed": False}
+    for module in ("lmforge.pipeline.training.worker_entry", "lmforge.pipeline.training.job"):
+        loaded = loaded_by_import(module, ["torch", "deepspeed"])
+        assert loaded == {"torch": False, "deepspeed": False}, module
 
 
 def test_ray_train_is_given_the_light_entry_point():
@@ -21,7 +23,7 @@ def test_ray_train_is_given_the_light_entry_point():
 
     assert driver.train_loop_per_worker is train_loop_per_worker
     assert driver.TrainingJob is TrainingJob
-    assert train_loop_per_worker.__module__ == "lmforge.pipeline.training.job"
+    assert train_loop_per_worker.__module__ == "lmforge.pipeline.training.worker_entry"
 
 
 def test_a_cpu_run_names_deepspeeds_accelerator_so_no_rank_warns_of_a_missing_gpu():
@@ -30,7 +32,7 @@ def test_a_cpu_run_names_deepspeeds_accelerator_so_no_rank_warns_of_a_missing_gp
 
     code = (
         "from lmforge.pipeline.training.config import TrainConfig\n"
-        "from lmforge.pipeline.training.job import name_deepspeed_accelerator\n"
+        "from lmforge.pipeline.training.worker_entry import name_deepspeed_accelerator\n"
         "name_deepspeed_accelerator(TrainConfig(use_gpu=False))\n"
         "from deepspeed.accelerator import get_accelerator\n"
         "print('accelerator', get_accelerator()._name)\n"
@@ -46,7 +48,7 @@ def test_a_cpu_run_names_deepspeeds_accelerator_so_no_rank_warns_of_a_missing_gp
 
 def test_a_gpu_run_or_a_named_accelerator_is_left_to_deepspeed(monkeypatch):
     from lmforge.pipeline.training.config import TrainConfig
-    from lmforge.pipeline.training.job import name_deepspeed_accelerator
+    from lmforge.pipeline.training.worker_entry import name_deepspeed_accelerator
 
     monkeypatch.delenv("DS_ACCELERATOR", raising=False)
     name_deepspeed_accelerator(TrainConfig(use_gpu=True))

@@ -1,5 +1,6 @@
-"""The measuring functions of `bench/estimate_cases.py`'s cases: each runs one benchmark at one
-size and returns samples `{"stage", "size", "measured", "source"}` (`estimate.calibrate`).
+"""The measuring functions of the calibration cases (`cases.py`): each runs one stage's work at
+one size, as its benchmark does, and returns samples `{"stage", "size", "measured", "source"}`
+(`calibrate.py`). They import what they run when called: listing the cases costs nothing.
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lmforge.pipeline.estimate.calibration.store_samples import samples_from_store
 from lmforge.pipeline.estimate.cost_model import Cluster
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 CPUS = os.cpu_count() or 2
 
@@ -22,17 +22,15 @@ def measure_clean(root: Path, size: tuple) -> list[dict]:
     """`clean` on `docs` synthetic documents of about `words` words (clean_scale's run), with
     the default filter chain `on` or `off`, in `files` files (each a read unit: the
     coordinator's memory per unit), by default one per 5,000 documents, at most 32."""
-    import clean_scale
-    import corpus_synth
-
-    from lmforge.pipeline.estimate.calibrate import samples_from_store
+    from lmforge.pipeline.estimate.calibration.clean_in_process import FILTERS, run_clean
+    from lmforge.pipeline.estimate.calibration.synthetic_corpus import synthesize
     from lmforge.pipeline.sources.files import read_source
 
     docs, words, filters = size[:3]
     files = size[3] if len(size) > 3 else max(1, min(32, docs // 5000))
     corpus = root / f"corpus-{docs}-{words}"
     shutil.rmtree(corpus, ignore_errors=True)  # a killed measurement's, maybe part-written
-    corpus_synth.synthesize(corpus, docs, files, 0, words, CPUS)
+    synthesize(corpus, docs, files, 0, words, CPUS)
     text_bytes = sum(
         len(doc.text.encode("utf-8"))
         for path in sorted(corpus.glob("*.jsonl.zst"))
@@ -41,9 +39,9 @@ def measure_clean(root: Path, size: tuple) -> list[dict]:
     workdir = root / f"clean-{docs}-{words}-{filters}"
     shutil.rmtree(workdir, ignore_errors=True)  # a killed measurement's: its cache would hit
     workdir.mkdir()
-    chain = [f"data.filters.{f}.enabled=true" for f in clean_scale.FILTERS if filters == "on"]
+    chain = [f"data.filters.{f}.enabled=true" for f in FILTERS if filters == "on"]
     try:
-        clean_scale.run_clean(corpus, workdir, ["data.val_fraction=0.05", *chain])
+        run_clean(corpus, workdir, ["data.val_fraction=0.05", *chain])
         samples = samples_from_store(workdir / "store")
     finally:
         shutil.rmtree(corpus, ignore_errors=True)
@@ -57,17 +55,21 @@ def measure_clean(root: Path, size: tuple) -> list[dict]:
 def measure_training(root: Path, size: tuple[str, int]) -> list[dict]:
     """Training steps of train_throughput's `model` case in its worker layout."""
     import numpy as np
-    import train_throughput as tt
 
+    from lmforge.pipeline.estimate.calibration.training_steps import (
+        case_for,
+        lmforge_run,
+        write_shards,
+    )
     from lmforge.pipeline.stages.pretrain import cost as pretrain_cost
     from lmforge.pipeline.training.config import TrainConfig
 
     model, steps = size
-    case = tt.case_for(model, [])
+    case = case_for(model, [])
     work = root / f"train-{model}-{steps}"
     try:
-        data = tt.write_shards(work / "shards", steps * case.batch + 1, case.model)
-        seconds = tt.lmforge_run(work, data, steps, case, cpus=CPUS)
+        data = write_shards(work / "shards", steps * case.batch + 1, case.model)
+        seconds = list(lmforge_run(work, data, steps, case, cpus=CPUS)["step_seconds"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     train = TrainConfig(
@@ -100,15 +102,17 @@ def measure_training(root: Path, size: tuple[str, int]) -> list[dict]:
 def measure_tokenizer(root: Path, size: tuple[str, str, int]) -> list[dict]:
     """BPE training on a `sample` of a synthetic open-vocabulary split of `split` bytes, in a
     fresh process (tokenizer_sample's run: the stage's own `train_on_sample`)."""
-    import tokenizer_sample as ts
+    from lmforge.pipeline.estimate.calibration.synthetic_split import parse_size, write_split
+    from lmforge.pipeline.estimate.calibration.tokenizer_training import train
+    from lmforge.tokenizer.config import TokenizerConfig
 
     split, sample, vocab = size
     clean = root / f"tokenizer-{split}"
     clean.mkdir(parents=True, exist_ok=True)
     try:
-        ts.write_split(clean, "train", ts.parse_size(split), 0, 1.25, 128 << 20)
-        min_count = ts.TokenizerConfig().min_word_count  # the stage's default
-        run = ts.train(clean, root / "tokenizer.json", ts.parse_size(sample), vocab, min_count)
+        write_split(clean, "train", parse_size(split), 0, 1.25, 128 << 20)
+        min_count = TokenizerConfig().min_word_count  # the stage's default
+        run = train(clean, root / "tokenizer.json", parse_size(sample), vocab, min_count)
     finally:
         shutil.rmtree(clean, ignore_errors=True)
     found = {
@@ -127,16 +131,21 @@ def measure_tokenize(root: Path, size: tuple[float, int]) -> list[dict]:
     """lmforge's tokenize path (`tokenize_partition`) on `mb` MB of documentation text, one
     CPU, one rayon thread (tokenize_throughput's run); start-up left out."""
     previous = os.environ.get("RAYON_NUM_THREADS")
-    import tokenize_throughput as tt  # sets RAYON_NUM_THREADS=1 for this process's encoder
-
+    os.environ["RAYON_NUM_THREADS"] = "1"  # before the first encode sizes the rayon pool
+    from lmforge.pipeline.estimate.calibration.tokenize_timing import (
+        MB,
+        documentation_corpus,
+        lmforge_encode,
+        timed,
+    )
     from lmforge.tokenizer import TokenizerConfig, train_bpe
 
     mb, vocab = size
     try:
-        texts = tt.documentation_corpus(int(mb * tt.MB))
+        texts = documentation_corpus(int(mb * MB))
         tok = train_bpe(iter(texts[:2000]), TokenizerConfig(vocab_size=vocab))
         out = root / f"tokenize-{mb}"
-        seconds = tt.timed(lambda: tt.lmforge_encode(tok, texts, out))
+        seconds = timed(lambda: lmforge_encode(tok, texts, out))
         shutil.rmtree(out, ignore_errors=True)
     finally:  # the pipeline runs that follow keep their own setting
         if previous is None:
@@ -161,11 +170,11 @@ def measure_tokenize(root: Path, size: tuple[float, int]) -> list[dict]:
 def measure_sample_index(root: Path, windows: float) -> list[dict]:
     """The sample index of `windows` windows (one epoch) built by a fresh process on /dev/shm
     (token_scale's build step: its wall time and peak RSS)."""
-    import token_scale
+    from lmforge.pipeline.estimate.calibration.index_build import build_in_fresh_process
 
     directory = Path("/dev/shm") / f"lmforge-estimate-index-{os.getpid()}"
     try:
-        build = token_scale._result(token_scale._spawn("build", str(directory), str(int(windows))))
+        build = build_in_fresh_process(directory, int(windows))
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     found = {
@@ -181,8 +190,6 @@ def measure_sample_index(root: Path, windows: float) -> list[dict]:
 
 def measure_pipeline(root: Path, overrides: tuple[str, ...]) -> list[dict]:
     """`lmforge run` in a fresh workdir; every stage's estimate record is a sample."""
-    from lmforge.pipeline.estimate.calibrate import samples_from_store
-
     workdir = root / ("pipeline-" + "-".join(o.split("=")[-1] for o in overrides[:3]))
     command = [sys.executable, "-m", "lmforge.pipeline.cli.main", "run", f"workdir={workdir}"]
     shutil.rmtree(workdir, ignore_errors=True)  # a killed measurement's: its cache would hit

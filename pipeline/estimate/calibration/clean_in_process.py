@@ -1,5 +1,6 @@
 """The real `clean` stage run in this process as its coordinator, on the Ray runtime this process
-started, for the cleaning benchmarks (`clean_scale.py`, `clean_throughput.py --end-to-end`).
+started: the `clean` calibration case and the cleaning benchmarks (`bench/clean_scale.py`,
+`bench/clean_end_to_end.py`) time it so.
 
 It runs as `lmforge run` runs a stage (`execute_stage`: temporary directory, atomic commit into
 `<workdir>/store`, an MLflow run in a SQLite store under `workdir`), without the DAG around it.
@@ -7,6 +8,7 @@ It runs as `lmforge run` runs a stage (`execute_stage`: temporary directory, ato
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -61,3 +63,19 @@ def run_clean_stage(task: StageTask) -> tuple[dict, Path, float]:
     started = time.perf_counter()
     result = execute_stage(task)
     return result["summary"], Path(result["artifact"]), time.perf_counter() - started
+
+
+def run_clean(corpus: Path, workdir: Path, extra: list[str]) -> tuple[dict, float, float]:
+    """(summary, wall seconds, cores used) of the clean stage over `corpus`, filters off."""
+    overrides = [f"data.paths=[{corpus}/*.jsonl.zst]", *filters_off(*FILTERS), *extra]
+    task = prepare_clean_stage(workdir, overrides)
+    busy = cpu_busy_seconds()
+    summary, _, wall = run_clean_stage(task)
+    return summary, wall, (cpu_busy_seconds() - busy) / wall
+
+
+def cpu_busy_seconds() -> float:
+    """Busy CPU seconds of the whole machine since boot (user+nice+system+irq+softirq+steal)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")

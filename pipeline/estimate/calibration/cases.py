@@ -1,44 +1,37 @@
-"""The measurements `lmforge estimate` is fitted on and checked against.
+"""The measurements `lmforge estimate` is fitted on (`--calibrate`) and checked against
+(`bench/estimate_accuracy.py`): each case runs one stage's work at a few sizes through its
+measuring function (`measures.py`), each giving samples `{"stage", "size", "measured", "source"}`
+(`calibrate.py`): the stage's size as its cost model reads it, and the wall time, peak memory by
+process and bytes measured.
 
-Each case runs one benchmark's measuring function at one size and returns samples
-`{"stage", "size", "measured", "source"}` (`estimate.calibrate`): the stage's size as
-its cost model reads it, and the wall time, peak memory by process and bytes measured.
-
-- `clean_scale`: the `clean` stage on a synthetic corpus (`bench/clean_scale.py`,
-  `bench/corpus_synth.py`) of `docs` documents of about `words` words, dedup on, the filter
-  chain off (as the clean benches run it) or on;
+- `clean_scale`: the `clean` stage on a synthetic corpus (`synthetic_corpus.py`, as
+  `bench/clean_scale.py` runs it) of `docs` documents of about `words` words, dedup on, the
+  filter chain off (as the clean benches run it) or on;
 - `tokenizer_sample`: BPE training on a sample of a synthetic split, in a fresh process
-  (`bench/tokenizer_sample.py`);
-- `tokenize_throughput`: the tokenize path on one CPU (`bench/tokenize_throughput.py`);
-- `train_throughput`: lmforge's training steps on one of `bench/train_throughput.py`'s models
-  (start-up left out, median step time);
+  (`synthetic_split.py`, `tokenizer_training.py`; `bench/tokenizer_sample.py`);
+- `tokenize_throughput`: the tokenize path on one CPU (`tokenize_timing.py`;
+  `bench/tokenize_throughput.py`);
+- `train_throughput`: lmforge's training steps on one of `training_steps.py`'s models
+  (start-up left out, median step time; `bench/train_throughput.py`);
 - `token_scale`: a sample index of `windows` windows built by a fresh process
-  (`bench/token_scale.py`'s build step);
+  (`index_build.py`; `bench/token_scale.py`'s build step);
 - `pipeline`: `lmforge run` with the given overrides in a fresh workdir, every stage's manifest
   record (`estimate`) becoming a sample.
 
 `lmforge estimate --calibrate` runs each case's `calibration` sizes (`quick` with `--quick`);
 `bench/estimate_accuracy.py` fits on `fit` and checks `target`. Adding a benchmark (the eval
-and checkpoint scale benches) is writing its `measure` (`bench/estimate_measures.py`) and
-listing a `Case` in `CASES`.
+and checkpoint scale benches) is writing its `measure` (`measures.py`) and listing a `Case` in
+`CASES`. A case is named after its benchmark: the name is part of each sample it gives.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from estimate_measures import (  # noqa: E402
-    CPUS,
+from lmforge.pipeline.estimate.calibration.measures import (
     measure_clean,
     measure_pipeline,
     measure_sample_index,
@@ -201,67 +194,3 @@ CASES = [
         uses_ray=False,
     ),
 ]
-
-
-def run_cases(root: Path, sizes_of: Callable[[Case], tuple]) -> list[dict]:
-    """Every case at the sizes `sizes_of` picks, each size in a fresh process (with its own
-    local Ray where the case needs one), so no earlier measurement's memory counts in it.
-
-    Each size's samples are kept in `root/measured/` as they come: a run that stops part-way
-    (a long pipeline case killed) measures again only what it had not."""
-    root.mkdir(parents=True, exist_ok=True)
-    samples: list[dict] = []
-    for case in CASES:
-        for size in sizes_of(case):
-            kept = measured_path(root, case.name, size)
-            if kept.is_file():
-                print(f"estimate: {case.name} at {size} measured earlier ({kept})", flush=True)
-                samples += json.loads(kept.read_text(encoding="utf-8"))
-                continue
-            print(f"estimate: measuring {case.name} at {size}", flush=True)
-            command = [sys.executable, __file__, case.name, json.dumps(size), str(root)]
-            done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
-            if done.returncode:
-                raise RuntimeError(f"measuring {case.name} at {size} failed: see its output above")
-            found = json.loads(done.stdout.strip().splitlines()[-1])
-            for sample in found:
-                sample["case"], sample["case_size"] = case.name, json.dumps(size)
-            kept.parent.mkdir(exist_ok=True)
-            partial = kept.with_suffix(".partial")
-            partial.write_text(json.dumps(found), encoding="utf-8")
-            os.replace(partial, kept)
-            samples += found
-    return samples
-
-
-def measured_path(root: Path, case: str, size: Any) -> Path:
-    """Where the samples of one case at one size are kept under `root`."""
-    digest = hashlib.sha256(json.dumps([case, size]).encode()).hexdigest()[:16]
-    return root / "measured" / f"{case}-{digest}.json"
-
-
-def measure_here(name: str, size: Any, root: Path) -> list[dict]:
-    """One case at one size in this process (the child `run_cases` starts), on the pipeline's
-    own local runtime (`ensure_ray`): a plain `ray.init` would also start Ray Train's preemption
-    watcher and placement-group cleaner, which the pipeline's runs do without, and time them."""
-    from lmforge.pipeline.cluster.ray_runtime import ensure_ray, shutdown_ray
-
-    case = next(c for c in CASES if c.name == name)
-    if not case.uses_ray:
-        return case.measure(root, size)
-    os.environ.setdefault("RAY_worker_niceness", "0")
-    ensure_ray(None, num_cpus=CPUS)
-    try:
-        return case.measure(root, size)
-    finally:
-        shutdown_ray()
-
-
-def calibration_samples(root: Path, *, quick: bool = False) -> list[dict]:
-    """What `lmforge estimate --calibrate` fits on."""
-    return run_cases(root, lambda case: case.quick if quick else case.calibration)
-
-
-if __name__ == "__main__":
-    found = measure_here(sys.argv[1], json.loads(sys.argv[2]), Path(sys.argv[3]))
-    print(json.dumps(found))
