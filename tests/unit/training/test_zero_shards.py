@@ -2,7 +2,7 @@
 continues exactly like the uninterrupted run; ZeRO-3 builds the model already partitioned.
 
 Runs DeepSpeed in this process as a world of one (gloo); other world sizes go through Ray Train
-in tests/fault/test_sharded_checkpoints.py.
+in tests/fault/test_resume_matrix.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The consolidated optimizer state: the same AdamW at every ZeRO stage, restored exactly.
 
 Runs DeepSpeed in this process as a world of one (gloo); resuming on other world sizes through
-Ray Train is tests/fault/test_resume_world_size.py.
+Ray Train is tests/fault/test_resume_matrix.py.
 """
 
 from __future__ import annotations
