@@ -37,8 +37,8 @@ from lmforge.pipeline.cluster.ray_runtime import LOCAL_DEFAULTS, WITHOUT_DASHBOA
 from lmforge.pipeline.training.checkpoint.bucket import local_staging
 from lmforge.pipeline.training.checkpoint.consolidated import MARKER, latest_valid_checkpoint
 from lmforge.pipeline.training.checkpoint.shard_format import LAYOUT_FILE, shard_names
-from lmforge.pipeline.training.driver import PretrainingError
 from lmforge.pipeline.training.fault import FaultInjection
+from lmforge.pipeline.training.launch import PretrainingError
 
 pytestmark = pytest.mark.integration
 

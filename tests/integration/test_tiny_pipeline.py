@@ -25,7 +25,7 @@ import pytest
 from cli_runner import LMFORGE, in_process_ray, lmforge, lmforge_here, status, summary
 from headless_chromium import HeadlessPage, chromium
 
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.engine.tracking import client
 from lmforge.pipeline.training.precision import cpu_autocasts, cpu_bf16_unit
 

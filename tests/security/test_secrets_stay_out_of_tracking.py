@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from cli_runner import in_process_ray, lmforge, lmforge_here, small_corpus, status
 
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.engine.tracking import client, redact
 
 SECRET_NAMES = (

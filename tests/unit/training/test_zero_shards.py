@@ -19,7 +19,7 @@ from lmforge.pipeline.training.checkpoint.async_save import CheckpointSaver
 from lmforge.pipeline.training.checkpoint.resume import choose_checkpoint
 from lmforge.pipeline.training.checkpoint.zero_shards import needed_ranges, restore_local
 from lmforge.pipeline.training.checkpoint.zero_state import adam_step, gather_full_state
-from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.train_step import TrainStep, build_engine
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("world_of_one")]

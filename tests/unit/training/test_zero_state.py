@@ -15,7 +15,7 @@ from lmforge.pipeline.training.checkpoint.zero_state import (
     gather_full_state,
     restore_full_state,
 )
-from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.train_step import TrainStep, build_engine
 
 # DeepSpeed engines at every ZeRO stage; ZeRO-3 also patches torch
