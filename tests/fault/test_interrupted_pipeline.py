@@ -19,7 +19,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from cli_runner import LMFORGE, in_process_ray, lmforge_here, small_corpus, status, summary
+from cli_runner import (
+    LMFORGE,
+    SMALL_MODEL,
+    in_process_ray,
+    lmforge_here,
+    small_corpus,
+    status,
+    summary,
+)
 from fault.training_runs import assert_same_losses
 
 from lmforge.pipeline.engine.tracking import client
@@ -30,6 +38,7 @@ ARGS = [
     "--until",
     "pretrain",
     "preset=tiny",
+    *SMALL_MODEL,  # where training resumes is checked, not what it learns: a small model's steps
     "train.zero_stage=3",
     # Ctrl-C comes once the first checkpoint is complete, at step 10 or a little after (saves
     # publish in the background): the 50 steps after it leave it time to land before the run
