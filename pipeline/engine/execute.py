@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lmforge.pipeline.cluster.process_stats import reset_peak_rss, task_peak_rss_bytes
+from lmforge.pipeline.engine.commit_fault import maybe_kill_after_commit
 from lmforge.pipeline.engine.stage import StageContext, registered_stages
 from lmforge.pipeline.engine.tracking import RunTracker
 from lmforge.pipeline.errors import ArtifactError
@@ -123,6 +124,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
                 "could not mark run FAILED:\n%s", traceback.format_exc()
             )
         raise
+    maybe_kill_after_commit(task.stage)
     warning = _close_run(
         tracker,
         {**summary, **estimate_metrics(estimate)},
