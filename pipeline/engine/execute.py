@@ -49,6 +49,8 @@ class StageTask:
     mlflow_run_id: str
     store: StoreSettings | None = None
     """Block size and node cache (`cluster.store_block_mb`, `cluster.cache`); None: defaults."""
+    pipeline_run: str = ""
+    """The pipeline run's id (its Ray Train storage is a directory of its own)."""
 
 
 def load_stages() -> dict:
@@ -90,6 +92,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             store_uri=task.store_uri,
             output=store.output(tmp),
             store=settings,
+            pipeline_run=task.pipeline_run,
         )
         summary = spec.fn(ctx) or {}
         finished = time.time()

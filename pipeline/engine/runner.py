@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lmforge.pipeline.cluster.ray_runtime import ensure_ray, local_dashboard
+from lmforge.pipeline.engine import run_storage
 from lmforge.pipeline.engine.commit_fault import task_environment
 from lmforge.pipeline.engine.dag import Dag
 from lmforge.pipeline.engine.driver import HEARTBEAT_TAG, HeartbeatWatch, driver_tags, this_driver
@@ -113,6 +114,7 @@ class _Runner:
         )
         self.heartbeats = HeartbeatWatch()
         self.driver_watch: DriverWatch | None = None
+        self.ray_storage: str | None = None
 
     def run(self) -> PipelineRecord:
         try:
@@ -120,11 +122,15 @@ class _Runner:
         finally:
             if self.driver_watch is not None:
                 self.driver_watch.stop()
+            if self.ray_storage is not None:
+                _quietly(run_storage.release, self.ray_storage, self.record.run_id)
 
     def _run(self) -> PipelineRecord:
         self.book.mark_interrupted()
         self.book.start(self.record)
         self.store.sweep_temporaries()
+        if self.plan.to_run():
+            self._claim_ray_storage()
         check_reachable(self.tracking_uri)  # a server that is down fails before Ray starts
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lmforge-tracking") as pool:
             # MLflow's import and a new store's schema (5-6 s of the driver's CPU) overlap
@@ -151,6 +157,15 @@ class _Runner:
             first = failed[0]
             raise StageFailed(f"stage {first.stage!r} failed: {first.error}")
         return self.record
+
+    def _claim_ray_storage(self) -> None:
+        """Ray Train's storage of this run's own, after removing that of dead drivers' runs."""
+        location = run_storage.ray_storage(str(self.workdir.root), self.cluster.get("store_uri"))
+        removed = run_storage.sweep_dead(location)
+        if removed:
+            log.info("removed the Ray Train storage of %d run(s) of a dead driver", removed)
+        run_storage.claim(location, self.record.run_id, self.record.driver or {})
+        self.ray_storage = location
 
     def _open_tracking(self) -> None:
         """The MLflow side of a run's start: the experiment, the runs of dead drivers closed,
@@ -288,6 +303,7 @@ class _Runner:
             tracking_uri=self.tracking_uri,
             mlflow_run_id=run_id,
             store=self.settings,
+            pipeline_run=self.record.run_id,
         )
         cpus = spec.cpus_of(stage_plan.typed_config) if spec.cpus_of else spec.num_cpus
         remote = ray.remote(execute_stage).options(

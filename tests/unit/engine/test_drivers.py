@@ -133,3 +133,27 @@ def test_a_sweep_kills_the_runs_of_dead_drivers_and_of_no_other(tmp_path, dead_d
     assert kill_runs_of_dead_drivers(mlflow, experiment, watch, now=90.0) == 2
     assert statuses() == {"live": "RUNNING", "dead": "KILLED", "remote": "KILLED"}
     assert mlflow.get_run(mlflows_own).info.status == "RUNNING"
+
+
+def test_ray_storage_of_dead_drivers_runs_goes_and_that_of_live_or_remote_ones_stays(
+    tmp_path, dead_driver
+):
+    from lmforge.pipeline.engine import run_storage
+
+    location = str(tmp_path / "ray_storage")
+    owners = {
+        "live": this_driver(),
+        "dead": dead_driver,
+        "remote": {**this_driver(), "host": "elsewhere"},
+    }
+    for run_id, driver in owners.items():
+        run_storage.claim(location, run_id, driver)
+        (tmp_path / "ray_storage" / run_id / "pretrain-x").mkdir(parents=True)
+    assert run_storage.sweep_dead(location) == 1
+    left = sorted(p.name for p in (tmp_path / "ray_storage").iterdir())
+    assert left == ["live", "live.owner.json", "remote", "remote.owner.json"]
+    run_storage.release(location, "live")  # the run ends
+    assert sorted(p.name for p in (tmp_path / "ray_storage").iterdir()) == [
+        "remote",
+        "remote.owner.json",
+    ]
