@@ -127,7 +127,6 @@ class _Runner:
 
     def _run(self) -> PipelineRecord:
         self.book.mark_interrupted()
-        self.book.start(self.record)
         self.store.sweep_temporaries()
         if self.plan.to_run():
             self._claim_ray_storage()
@@ -193,7 +192,7 @@ class _Runner:
         self.parent_id = parent.info.run_id
         self.record.mlflow_run_id = self.parent_id
         self._log_params(self.parent_id, self.request.config)
-        self.book.save(self.record)
+        self.book.start(self.record)  # the first record: a run that never got here has none
         self.driver_watch = DriverWatch(
             self.tracking_uri, self.experiment_id, self.parent_id, watch=self.heartbeats
         ).start()
