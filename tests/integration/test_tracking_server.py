@@ -124,22 +124,26 @@ def test_a_run_closes_the_runs_of_a_dead_driver_and_never_a_live_ones(
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
     mlflow = client(mlflow_server)
     corpus = small_corpus(tmp_path)
+    theirs_dir = tmp_path / "theirs"
     other = subprocess.Popen(  # another pipeline on the same server, leading its own group
-        [*LMFORGE, "run", "--until", "clean", *corpus, f"workdir={tmp_path / 'theirs'}"],
+        [*LMFORGE, "run", "--until", "clean", *corpus, f"workdir={theirs_dir}"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:
         theirs = _parent_run_of(mlflow, other.pid, other)
+        while not (theirs_dir / "pipeline_runs" / f"{theirs}.json").exists():  # written next
+            assert other.poll() is None, f"the other pipeline exited {other.returncode}"
+            time.sleep(0.2)
         os.killpg(other.pid, signal.SIGSTOP)  # alive, frozen with its runs RUNNING
-        ours = tmp_path / "ours"
-        lmforge_here("run", "--until", "clean", *corpus, f"workdir={ours}")
+        lmforge_here("run", "--until", "clean", *corpus, f"workdir={tmp_path / 'ours'}")
         live = _runs_of(mlflow, theirs)
         assert live[f"pipeline-{theirs}"] == "RUNNING" and "KILLED" not in live.values(), live
         os.killpg(other.pid, signal.SIGKILL)
         other.wait(timeout=60)
-        lmforge_here("run", "--until", "clean", *corpus, f"workdir={ours}")  # cached: no Ray
+        # the next run in the dead driver's workdir: its runs, its record, its Ray Train storage
+        lmforge_here("run", "--until", "clean", *corpus, f"workdir={theirs_dir}")
         after = _runs_of(mlflow, theirs)
         assert after[f"pipeline-{theirs}"] == "KILLED"
         assert "RUNNING" not in after.values(), after
@@ -147,4 +151,6 @@ def test_a_run_closes_the_runs_of_a_dead_driver_and_never_a_live_ones(
         if other.poll() is None:
             os.killpg(other.pid, signal.SIGKILL)
             other.wait(timeout=60)
-    assert {s["state"] for s in status(ours).values()} == {"cached"}
+    assert RecordBook(theirs_dir / "pipeline_runs").load(theirs).state == "killed"
+    assert not list((theirs_dir / "ray_storage").glob(f"{theirs}*"))
+    assert status(theirs_dir)["clean"]["state"] in ("ran", "cached")
