@@ -157,3 +157,29 @@ def test_ray_storage_of_dead_drivers_runs_goes_and_that_of_live_or_remote_ones_s
         "remote",
         "remote.owner.json",
     ]
+
+
+def test_a_live_driver_beats_and_closes_a_silent_remote_driver_once_it_expires(tmp_path):
+    import time
+
+    from dead_driver import orphan_pipeline
+
+    from lmforge.pipeline.engine.driver_watch import DriverWatch
+    from lmforge.pipeline.engine.tracking import client, ensure_experiment
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow = client(uri)
+    experiment = ensure_experiment(mlflow, "lmforge", (tmp_path / "art").as_uri())
+    ours = orphan_pipeline(mlflow, experiment, this_driver(), "ours")
+    silent = orphan_pipeline(mlflow, experiment, {**this_driver(), "host": "elsewhere"}, "silent")
+    watch = DriverWatch(uri, experiment, ours[0], heartbeat_s=0.2, expire_s=1.0).start()
+    try:
+        deadline = time.monotonic() + 60
+        while mlflow.get_run(silent[0]).info.status == "RUNNING":
+            assert time.monotonic() < deadline, "the silent driver's runs were never closed"
+            time.sleep(0.2)
+    finally:
+        watch.stop()
+    assert {mlflow.get_run(run).info.status for run in silent} == {"KILLED"}
+    assert {mlflow.get_run(run).info.status for run in ours} == {"RUNNING"}
+    assert int(mlflow.get_run(ours[0]).data.tags[HEARTBEAT_TAG]) > 3  # it beat meanwhile
