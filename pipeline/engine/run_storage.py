@@ -4,8 +4,9 @@ Ray Train keeps its copies of reported checkpoints and its run state there (unde
 under the bucket with a bucket store). Runs that share a workdir or a bucket never share this
 directory: each run writes `ray_storage/<id>.owner.json`, its driver's owner record, removes its
 directory when it ends, and removes the directories of runs whose driver is dead on this host (a
-driver killed before it could). A dead driver of another host is not known dead here: its
-directory stays until a run on its host, or a person, removes it.
+driver killed before it could, or interrupted while its tasks still wrote). A dead driver of
+another host is not known dead here: its directory stays until a run on its host, or a person,
+removes it.
 """
 
 from __future__ import annotations
@@ -32,12 +33,15 @@ def claim(location: str, run_id: str, driver: dict[str, Any]) -> None:
     open_files(location).write_bytes(run_id + OWNER_SUFFIX, json.dumps(driver).encode())
 
 
-def release(location: str, run_id: str) -> None:
-    """Remove the run's directory and then its owner record."""
+def release(location: str, run_id: str, *, keep_owner: bool = False) -> None:
+    """Remove the run's directory and then its owner record. `keep_owner`: a run that ends
+    while its tasks may still write (interrupted) keeps the record, so that the next run
+    removes whatever they wrote after."""
     files = open_files(location)
     with contextlib.suppress(OSError):  # nothing was written there, or the store refuses
         files.delete_dir(run_id)
-    files.delete_file(run_id + OWNER_SUFFIX)
+    if not keep_owner:
+        files.delete_file(run_id + OWNER_SUFFIX)
 
 
 def sweep_dead(location: str) -> int:

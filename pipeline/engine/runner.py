@@ -122,8 +122,14 @@ class _Runner:
         finally:
             if self.driver_watch is not None:
                 self.driver_watch.stop()
-            if self.ray_storage is not None:
-                _quietly(run_storage.release, self.ray_storage, self.record.run_id)
+            if self.ray_storage is not None:  # interrupted, tasks may still write: see release
+                interrupted = self.record.state not in ("finished", "failed")
+                _quietly(
+                    run_storage.release,
+                    self.ray_storage,
+                    self.record.run_id,
+                    keep_owner=interrupted,
+                )
 
     def _run(self) -> PipelineRecord:
         self.book.mark_interrupted()
