@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lmforge.pipeline.cluster.process_stats import reset_peak_rss, task_peak_rss_bytes
+from lmforge.pipeline.engine.commit_fault import maybe_kill_after_commit
 from lmforge.pipeline.engine.stage import StageContext, registered_stages
 from lmforge.pipeline.engine.tracking import RunTracker
 from lmforge.pipeline.errors import ArtifactError
@@ -48,6 +49,8 @@ class StageTask:
     mlflow_run_id: str
     store: StoreSettings | None = None
     """Block size and node cache (`cluster.store_block_mb`, `cluster.cache`); None: defaults."""
+    pipeline_run: str = ""
+    """The pipeline run's id (its Ray Train storage is a directory of its own)."""
 
 
 def load_stages() -> dict:
@@ -89,6 +92,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             store_uri=task.store_uri,
             output=store.output(tmp),
             store=settings,
+            pipeline_run=task.pipeline_run,
         )
         summary = spec.fn(ctx) or {}
         finished = time.time()
@@ -123,6 +127,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
                 "could not mark run FAILED:\n%s", traceback.format_exc()
             )
         raise
+    maybe_kill_after_commit(task.stage)
     warning = _close_run(
         tracker,
         {**summary, **estimate_metrics(estimate)},

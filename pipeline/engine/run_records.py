@@ -1,12 +1,17 @@
 """Pipeline-run records: `<workdir>/pipeline_runs/<id>.json`, what `lmforge status` reads.
 
 Each record lists, per stage, its cache key, state (cached/ran/failed/skipped/pending/running/
-killed), artifact directory, MLflow run id and duration. Records are rewritten atomically.
+killed), artifact directory, MLflow run id and duration, and names the run's driver (host, boot,
+pid, start time) and its place in the order runs started in this workdir (`sequence`, given under
+a lock, so "latest" means the run that started last whatever the clocks of the hosts sharing the
+workdir say). Records are rewritten atomically.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -14,6 +19,7 @@ from typing import Any
 
 from lmforge.durable import write_atomic
 from lmforge.pipeline.redaction import redact_text
+from lmforge.pipeline.storage.temporaries import owner_alive
 
 STATES = ("pending", "running", "cached", "ran", "failed", "skipped", "killed")
 
@@ -39,6 +45,10 @@ class PipelineRecord:
     state: str = "running"
     mlflow_run_id: str | None = None
     stages: list[StageRecord] = field(default_factory=list)
+    driver: dict[str, Any] | None = None
+    """The driver's owner record (`driver.this_driver`); None in records of lmforge 0.2.0."""
+    sequence: int | None = None
+    """1 + the highest sequence in the workdir when the run started; None before 0.3.0."""
 
     def stage(self, name: str) -> StageRecord:
         for record in self.stages:
@@ -76,21 +86,36 @@ class RecordBook:
             raise FileNotFoundError(f"no pipeline run {run_id!r} in {self.root}")
         return PipelineRecord.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
+    def start(self, record: PipelineRecord) -> None:
+        """Save a starting run's first record, after every run that started before it."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / ".sequence.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel if this process dies
+            record.sequence = 1 + max((r.sequence or 0 for r in self.all()), default=0)
+            self.save(record)
+        finally:
+            os.close(fd)
+
     def all(self) -> list[PipelineRecord]:
+        """Every record, in the order the runs started."""
         records = []
         for path in self.root.glob("*.json"):
             records.append(PipelineRecord.from_dict(json.loads(path.read_text(encoding="utf-8"))))
-        return sorted(records, key=lambda r: r.started_at)
+        return sorted(records, key=started_order)
 
     def latest(self) -> PipelineRecord | None:
+        """The run that started last (not the record written last)."""
         records = self.all()
         return records[-1] if records else None
 
     def mark_interrupted(self) -> int:
-        """Records left 'running' by a killed driver become 'killed'; returns how many."""
+        """Records left 'running' by a driver that is dead become 'killed'; returns how many.
+        A driver of another host is left alone; a record naming no driver (lmforge 0.2.0, which
+        held a workdir lock) is one of a dead driver."""
         fixed = 0
         for record in self.all():
-            if record.state == "running":
+            if record.state == "running" and driver_is_dead(record.driver):
                 record.state = "killed"
                 for stage in record.stages:
                     if stage.state in ("running", "pending"):
@@ -98,3 +123,15 @@ class RecordBook:
                 self.save(record)
                 fixed += 1
         return fixed
+
+
+def started_order(record: PipelineRecord) -> tuple[int, float, str]:
+    """Sort key of records by start: by sequence, records written before sequences first."""
+    return (record.sequence or 0, record.started_at, record.run_id)
+
+
+def driver_is_dead(driver: dict[str, Any] | None) -> bool:
+    """Whether a record's driver is known to be dead (see `mark_interrupted`)."""
+    if driver is None:
+        return True
+    return "pid" in driver and owner_alive(driver) is False

@@ -11,7 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from lmforge.pipeline.cluster.ray_runtime import ensure_ray, local_dashboard
+from lmforge.pipeline.engine import run_storage
+from lmforge.pipeline.engine.commit_fault import task_environment
 from lmforge.pipeline.engine.dag import Dag
+from lmforge.pipeline.engine.driver import HEARTBEAT_TAG, HeartbeatWatch, driver_tags, this_driver
+from lmforge.pipeline.engine.driver_watch import DriverWatch, kill_runs_of_dead_drivers
 from lmforge.pipeline.engine.execute import StageTask, execute_stage, load_stages
 from lmforge.pipeline.engine.plan import Plan, make_plan
 from lmforge.pipeline.engine.run_records import PipelineRecord, RecordBook, StageRecord
@@ -21,9 +25,9 @@ from lmforge.pipeline.engine.tracking import (
     close_producing_run,
     default_artifact_location,
     ensure_experiment,
-    mark_stale_runs_killed,
     redact,
     resolve_tracking_uri,
+    store_creation_lock,
 )
 from lmforge.pipeline.engine.workdir import Workdir, WorkdirLock
 from lmforge.pipeline.errors import LmforgeError, StageFailed
@@ -106,11 +110,32 @@ class _Runner:
             run_id=time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6],
             command=request.command,
             stages=[StageRecord(stage=n, key=plan.stages[n].key) for n in plan.order],
+            driver=this_driver(),
         )
+        self.heartbeats = HeartbeatWatch()
+        self.driver_watch: DriverWatch | None = None
+        self.ray_storage: str | None = None
 
     def run(self) -> PipelineRecord:
+        try:
+            return self._run()
+        finally:
+            if self.driver_watch is not None:
+                self.driver_watch.stop()
+            if self.ray_storage is not None:  # interrupted, tasks may still write: see release
+                interrupted = self.record.state not in ("finished", "failed")
+                _quietly(
+                    run_storage.release,
+                    self.ray_storage,
+                    self.record.run_id,
+                    keep_owner=interrupted,
+                )
+
+    def _run(self) -> PipelineRecord:
         self.book.mark_interrupted()
         self.store.sweep_temporaries()
+        if self.plan.to_run():
+            self._claim_ray_storage()
         check_reachable(self.tracking_uri)  # a server that is down fails before Ray starts
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lmforge-tracking") as pool:
             # MLflow's import and a new store's schema (5-6 s of the driver's CPU) overlap
@@ -138,29 +163,45 @@ class _Runner:
             raise StageFailed(f"stage {first.stage!r} failed: {first.error}")
         return self.record
 
+    def _claim_ray_storage(self) -> None:
+        """Ray Train's storage of this run's own, after removing that of dead drivers' runs."""
+        location = run_storage.ray_storage(str(self.workdir.root), self.cluster.get("store_uri"))
+        removed = run_storage.sweep_dead(location)
+        if removed:
+            log.info("removed the Ray Train storage of %d run(s) of a dead driver", removed)
+        run_storage.claim(location, self.record.run_id, self.record.driver or {})
+        self.ray_storage = location
+
     def _open_tracking(self) -> None:
-        """The MLflow side of a run's start: the experiment, stale runs closed, the parent run
-        with the config as its params, and the run's record."""
-        self.mlflow = client(self.tracking_uri)
+        """The MLflow side of a run's start: the experiment, the runs of dead drivers closed,
+        the parent run naming this driver with the config as its params, the run's record, and
+        the driver's heartbeat."""
         location = default_artifact_location(self.workdir.root, self.tracking_uri)
-        self.experiment_id = ensure_experiment(
-            self.mlflow, self.cluster.get("experiment", "lmforge"), location
-        )
-        stale = mark_stale_runs_killed(self.mlflow, self.experiment_id)
+        with store_creation_lock(self.tracking_uri):
+            self.mlflow = client(self.tracking_uri)
+            self.experiment_id = ensure_experiment(
+                self.mlflow, self.cluster.get("experiment", "lmforge"), location
+            )
+        stale = kill_runs_of_dead_drivers(self.mlflow, self.experiment_id, self.heartbeats)
         if stale:
-            log.info("marked %d MLflow run(s) left RUNNING by an interrupted run as KILLED", stale)
+            log.info("marked %d MLflow run(s) left RUNNING by a dead driver as KILLED", stale)
         parent = self.mlflow.create_run(
             self.experiment_id,
             run_name=f"pipeline-{self.record.run_id}",
             tags={
                 "lmforge.pipeline_run": self.record.run_id,
                 "lmforge.command": self.request.command,
+                **driver_tags(self.record.driver or {}),
+                HEARTBEAT_TAG: "0",
             },
         )
         self.parent_id = parent.info.run_id
         self.record.mlflow_run_id = self.parent_id
         self._log_params(self.parent_id, self.request.config)
-        self.book.save(self.record)
+        self.book.start(self.record)  # the first record: a run that never got here has none
+        self.driver_watch = DriverWatch(
+            self.tracking_uri, self.experiment_id, self.parent_id, watch=self.heartbeats
+        ).start()
 
     def _start_ray(self) -> None:
         ensure_ray(
@@ -267,10 +308,15 @@ class _Runner:
             tracking_uri=self.tracking_uri,
             mlflow_run_id=run_id,
             store=self.settings,
+            pipeline_run=self.record.run_id,
         )
         cpus = spec.cpus_of(stage_plan.typed_config) if spec.cpus_of else spec.num_cpus
         remote = ray.remote(execute_stage).options(
-            num_cpus=cpus, num_gpus=spec.num_gpus, max_retries=0, name=f"stage:{name}"
+            num_cpus=cpus,
+            num_gpus=spec.num_gpus,
+            max_retries=0,
+            name=f"stage:{name}",
+            **task_environment(),
         )
         self._set(name, state="running", mlflow_run_id=run_id)
         self._started = getattr(self, "_started", {})
@@ -291,6 +337,8 @@ class _Runner:
                 f"{type(cause).__name__}: {text.splitlines()[-1] if text else ''}"
             )
             run_id = self.record.stage(name).mlflow_run_id
+            if self._committed_before_failing(name, run_id, message, duration):
+                return
             if run_id and self.mlflow.get_run(run_id).info.status == "RUNNING":
                 self.mlflow.set_terminated(run_id, status="FAILED")
             self._set(name, state="failed", error=message[:500], duration_s=round(duration, 2))
@@ -309,6 +357,33 @@ class _Runner:
             log.warning("lmforge: warning: %s: %s", name, warning)
             run_id = self.record.stage(name).mlflow_run_id
             _quietly(close_producing_run, self.mlflow, run_id)
+
+    def _committed_before_failing(
+        self, name: str, run_id: str | None, message: str, duration: float
+    ) -> bool:
+        """A stage whose task failed after committing its artifact (its process died between
+        the commit and closing its MLflow run) has succeeded: the artifact is this run's when its
+        manifest names this stage run. Then the stage ran, its run is closed FINISHED (tagged
+        `lmforge.closed_after_commit`) and the stages below it run; returns whether it was so."""
+        key = self.plan.stages[name].key
+        try:
+            manifest = self.store.manifest(name, key)
+        except Exception:  # unreadable: not a commit to build on
+            manifest = None
+        if not run_id or not manifest or manifest.get("mlflow_run_id") != run_id:
+            return False
+        _quietly(close_producing_run, self.mlflow, run_id)
+        warning = f"its process failed after committing the artifact ({message[:300]})"
+        self._set(
+            name,
+            state="ran",
+            artifact=str(self.store.path(name, key)),
+            duration_s=round(duration, 2),
+            warning=warning,
+        )
+        log.info("%-16s ran      %.1fs", name, duration)
+        log.warning("lmforge: warning: %s: %s", name, warning)
+        return True
 
     def _set(self, name: str, **fields: Any) -> None:
         record = self.record.stage(name)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lmforge.pipeline.storage.location import is_bucket, join
+from lmforge.pipeline.storage.location import shared_location
 
 if TYPE_CHECKING:  # kept out of light processes (numpy)
     from lmforge.pipeline.storage.artifact_output import ArtifactOutput
@@ -95,6 +95,8 @@ class StageContext:
     written: list[dict] = field(default_factory=list)
     """Manifest entries of the files tasks wrote through `output`."""
     extras: dict[str, Any] = field(default_factory=dict)
+    pipeline_run: str = ""
+    """The pipeline run this stage runs for ("" outside a pipeline run)."""
 
     def add_files(self, entries: list[dict] | dict) -> None:
         """Record files written through `output` (their entries, as the writers returned them)."""
@@ -110,9 +112,12 @@ class StageContext:
     def shared_location(self, *parts: str) -> str:
         """A path or URI for data kept outside artifacts (checkpoints, Ray Train storage) that
         every node reaches: under the bucket when the store is one, else under the workdir."""
-        if self.store_uri is not None and is_bucket(self.store_uri):
-            return join(self.store_uri, *parts)
-        return str(self.workdir.joinpath(*parts))
+        return shared_location(self.workdir, self.store_uri, *parts)
+
+    def run_location(self, *parts: str) -> str:
+        """`shared_location(*parts)`'s directory of this pipeline run's own (Ray Train's
+        storage: `engine/run_storage.py`), removed when the run ends."""
+        return self.shared_location(*parts, *[self.pipeline_run] if self.pipeline_run else [])
 
     def input(self, name: str) -> ArtifactPath:
         """The artifact directory of upstream stage `name` (see `ArtifactPath`)."""

@@ -7,10 +7,12 @@ MLflow itself marks a crashed run FINISHED and leaves a killed one RUNNING.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,18 +79,33 @@ def check_reachable(tracking_uri: str, timeout_s: float = 5.0) -> None:
         ) from exc
 
 
+@contextlib.contextmanager
+def store_creation_lock(tracking_uri: str) -> Iterator[None]:
+    """Around a run's first use of the tracking store: with a sqlite file, an exclusive flock
+    on `.<file>.lock` beside it (in the workdir by default), so that of two runs starting on a
+    fresh workdir one creates and migrates the database while the other waits. A server
+    creates its own store."""
+    if not tracking_uri.startswith("sqlite:///"):
+        yield
+        return
+    database = Path(tracking_uri.removeprefix("sqlite:///").split("?")[0])  # relative: to cwd
+    database.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(database.parent / f".{database.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel even on SIGKILL
+        yield
+    finally:
+        os.close(fd)
+
+
 def ensure_experiment(mlflow_client, name: str, artifact_location: str | None) -> str:
-    """The experiment's id, created with the tag that opens the MLflow 3 UI on training runs.
-    A server that is down is the caller's to find first (`check_reachable`): MLflow's own
-    client retries for minutes."""
+    """The experiment's id, created with the tag that opens the MLflow 3 UI on training runs
+    (when another run creates it at the same time, theirs). A server that is down is the
+    caller's to find first (`check_reachable`): MLflow's own client retries for minutes."""
     try:
         experiment = mlflow_client.get_experiment_by_name(name)
         if experiment is None:
-            experiment_id = mlflow_client.create_experiment(
-                name,
-                artifact_location=artifact_location,
-                tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
-            )
+            experiment_id = _create_experiment(mlflow_client, name, artifact_location)
         else:
             experiment_id = experiment.experiment_id
             if experiment.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
@@ -109,22 +126,18 @@ def ensure_experiment(mlflow_client, name: str, artifact_location: str | None) -
     return experiment_id
 
 
-def mark_stale_runs_killed(mlflow_client, experiment_id: str) -> int:
-    """Runs left RUNNING by an interrupted invocation become KILLED; returns how many.
+def _create_experiment(mlflow_client, name: str, artifact_location: str | None) -> str:
+    from mlflow.exceptions import MlflowException
 
-    Only called while holding the workdir lock, so no other pipeline of this workdir is live.
-    """
-    from mlflow.entities import ViewType
-
-    stale = mlflow_client.search_runs(
-        [experiment_id],
-        filter_string="attributes.status = 'RUNNING'",
-        run_view_type=ViewType.ACTIVE_ONLY,
-        max_results=1000,
-    )
-    for run in stale:
-        mlflow_client.set_terminated(run.info.run_id, status="KILLED")
-    return len(stale)
+    try:
+        return mlflow_client.create_experiment(
+            name, artifact_location=artifact_location, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}
+        )
+    except MlflowException:
+        created = mlflow_client.get_experiment_by_name(name)  # another run created it first
+        if created is None:
+            raise
+        return created.experiment_id
 
 
 def close_producing_run(mlflow_client, run_id: str) -> bool:

@@ -37,3 +37,11 @@ def join(location: str | os.PathLike[str], *parts: str) -> str:
     if is_bucket(location):
         return "/".join([os.fspath(location).rstrip("/"), *parts])
     return str(local_path(location).joinpath(*parts))
+
+
+def shared_location(workdir: str | os.PathLike[str], store_uri: str | None, *parts: str) -> str:
+    """A path or URI for data kept outside artifacts (checkpoints, Ray Train's storage) that
+    every node reaches: under the bucket when the store is one, else under the workdir."""
+    if store_uri is not None and is_bucket(store_uri):
+        return join(store_uri, *parts)
+    return str(Path(workdir).joinpath(*parts))

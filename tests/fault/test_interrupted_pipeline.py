@@ -80,6 +80,8 @@ def test_ctrl_c_during_pretrain_resumes_from_the_latest_checkpoint(workdir):
 
     with in_process_ray():
         lmforge_here("run", *args, f"workdir={workdir}")
+        # nothing is left of either run's Ray Train storage: the dead driver's, the next run's
+        assert not list((workdir / "ray_storage").iterdir())
         after = status(workdir)
         assert after["tokenize"]["state"] == "cached"
         trained = summary(workdir, "pretrain")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import LMFORGE, in_process_ray, lmforge, lmforge_here, status, summary
+from dead_driver import dead_driver, orphan_pipeline
 from headless_chromium import HeadlessPage, chromium
 
 from lmforge.pipeline.config_tree import compose
@@ -289,9 +290,9 @@ def test_runs_left_running_by_a_killed_driver_become_killed_on_the_next_invocati
     workdir, _, _ = first_run
     mlflow = client(f"sqlite:///{workdir / 'mlflow.db'}")
     experiment = mlflow.get_experiment_by_name("lmforge").experiment_id
-    orphan = mlflow.create_run(experiment, run_name="clean").info.run_id  # as a SIGKILL leaves it
+    orphans = orphan_pipeline(mlflow, experiment, dead_driver())  # as a SIGKILL leaves them
     lmforge_here("run", *TINY, f"workdir={workdir}")
-    assert mlflow.get_run(orphan).info.status == "KILLED"
+    assert {mlflow.get_run(run).info.status for run in orphans} == {"KILLED"}
 
 
 def test_rerun_perplexity_executes_that_stage_and_nothing_else(first_run):

@@ -116,7 +116,7 @@ def pretrain(ctx: StageContext) -> dict:
         sample_index_dir=ctx.input("sample_index"),
         out_dir=str(ctx.out_dir / "model"),
         checkpoint_dir=checkpoint_dir,
-        storage_path=ctx.shared_location("ray_storage"),
+        storage_path=ctx.run_location("ray_storage"),
         tracking_uri=ctx.tracking_uri,
         mlflow_run_id=ctx.mlflow_run_id,
         hf_export=HFExport(

@@ -149,7 +149,9 @@ def test_a_tracking_hiccup_after_the_commit_is_retried_and_the_run_finishes(
 def test_a_run_that_cannot_be_closed_never_says_failed_beside_a_committed_artifact(
     workdir, tracking_fails_to_close
 ):
-    from lmforge.pipeline.engine.tracking import close_producing_run, mark_stale_runs_killed
+    from lmforge.pipeline.engine.driver import HeartbeatWatch
+    from lmforge.pipeline.engine.driver_watch import kill_runs_of_dead_drivers
+    from lmforge.pipeline.engine.tracking import close_producing_run
 
     tracking_fails_to_close[0] = 100
     task, mlflow = _task("_writes_one_file", workdir)
@@ -159,7 +161,8 @@ def test_a_run_that_cannot_be_closed_never_says_failed_beside_a_committed_artifa
     assert manifest["mlflow_run_id"] == task.mlflow_run_id
     run = mlflow.get_run(task.mlflow_run_id)
     assert run.info.status == "RUNNING"
-    mark_stale_runs_killed(mlflow, run.info.experiment_id)  # the next pipeline run starts
+    # the next pipeline run starts ...
+    kill_runs_of_dead_drivers(mlflow, run.info.experiment_id, HeartbeatWatch())
     assert close_producing_run(mlflow, task.mlflow_run_id)  # ... and reuses the artifact
     assert mlflow.get_run(task.mlflow_run_id).info.status == "FINISHED"
     assert not close_producing_run(mlflow, task.mlflow_run_id)
