@@ -71,9 +71,9 @@ from lmforge.pipeline.training.checkpoint.zero_state import (
     restore_full_state,
 )
 from lmforge.pipeline.training.collectives import all_gather
-from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.deepspeed_config import deepspeed_config
 from lmforge.pipeline.training.export import HFExport, export_checkpoint
+from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.train_step import TrainStep, build_model, build_optimizer
 
 SIZES = {

@@ -108,7 +108,7 @@ def corpus_of(root: Path, docs: int, args: argparse.Namespace) -> tuple[Path, bo
 def check_subset(root: Path, docs: int, args: argparse.Namespace) -> bool:
     """The stage's removals on `docs` documents equal the single-process algorithm's."""
     from lmforge.pipeline.dedup.in_memory import in_memory_removals
-    from lmforge.pipeline.sources.config import DedupConfig
+    from lmforge.pipeline.sources.data_config import DedupConfig
     from lmforge.pipeline.sources.files import read_source
 
     corpus, _ = corpus_of(root, docs, args)

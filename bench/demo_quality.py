@@ -108,6 +108,16 @@ def run_seed(root: Path, seed: int, overrides: list[str], loop_prompts: int) -> 
     }
 
 
+def judge(per_seed: dict[int, dict]) -> tuple[dict[str, float], dict[str, bool]]:
+    """The worst value of each figure of `BAR` over the seeds, and whether it meets the bar."""
+    worst, met = {}, {}
+    for name, (direction, threshold) in BAR.items():
+        values = [figures[name] for figures in per_seed.values()]
+        worst[name] = max(values) if direction == "max" else min(values)
+        met[name] = worst[name] <= threshold if direction == "max" else worst[name] >= threshold
+    return worst, met
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1337, 0, 1])
@@ -152,11 +162,7 @@ def main() -> None:
             f"{pairs['sure_right']} by more than {pairs['tie_nats']:g} nat, "
             f"{pairs['sure_wrong']} wrong by more, within it: {pairs['near_ties']}"
         )
-    worst, met = {}, {}
-    for name, (direction, threshold) in BAR.items():
-        values = [figures[name] for figures in per_seed.values()]
-        worst[name] = max(values) if direction == "max" else min(values)
-        met[name] = worst[name] <= threshold if direction == "max" else worst[name] >= threshold
+    worst, met = judge(per_seed)
     result = {
         "bench": "demo_quality",
         "seeds": args.seeds,

@@ -91,7 +91,7 @@ def _sample_config(artifacts: dict[str, Path]) -> dict:
     if "sample" in artifacts:
         manifest = json.loads((artifacts["sample"] / "manifest.json").read_text())
         return manifest["config"]["eval.sample"]
-    from lmforge.pipeline.config import compose
+    from lmforge.pipeline.config_tree import compose
 
     return compose()["eval"]["sample"]
 

@@ -8,4 +8,4 @@ import os as _os
 # modules imports mlflow (DeepSpeed's import does too). A value the user set wins.
 _os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -1,12 +1,19 @@
-"""Running the real `lmforge` CLI in a subprocess, as a user would."""
+"""Running the real `lmforge` CLI: in a subprocess, as a user would (`lmforge`), or in this
+process (`lmforge_here`: `main(argv)`), where a subprocess would prove nothing more and cost a
+Python start and its imports; a run that starts Ray in this process ends with `in_process_ray`."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 LMFORGE = [sys.executable, "-m", "lmforge.pipeline.cli.main"]
@@ -63,9 +70,56 @@ def lmforge(*args: str, env: dict | None = None, timeout: int = 900, check: bool
     return proc
 
 
+@dataclass
+class Called:
+    """What `lmforge_here` returns: as `lmforge`'s CompletedProcess, the exit code and what the
+    command printed, stdout and stderr together in `stdout`."""
+
+    returncode: int
+    stdout: str
+
+
+def lmforge_here(*args: str, check: bool = True) -> Called:
+    """`lmforge ARGS...` as `main(argv)` in this process, its output captured."""
+    from lmforge.pipeline.cli.main import main
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        code = main(list(args))
+    called = Called(code, printed.getvalue())
+    if check and code != 0:
+        raise AssertionError(f"lmforge {' '.join(args)} exited {code}:\n{called.stdout}")
+    return called
+
+
+@contextlib.contextmanager
+def in_process_ray() -> Iterator[None]:
+    """Around `lmforge_here` calls that run stages: the local Ray runtime the first one starts
+    serves the others, and is shut down after them (with the environment it set), so that the
+    next test in this process starts its own."""
+    from lmforge.pipeline.cluster.ray_runtime import shutdown_ray
+
+    try:
+        yield
+    finally:
+        shutdown_ray()
+
+
+RAY_WORKER_LINE = re.compile(r"^(\x1b\[[0-9;]*m)?\([^)]*pid=\d+")
+"""A line a Ray worker printed, as Ray's log monitor forwards it to this process's stdout."""
+
+
 def status(workdir: Path) -> dict[str, dict]:
-    proc = lmforge("status", "--json", f"workdir={workdir}")
-    return {entry["stage"]: entry for entry in json.loads(proc.stdout)}
+    """`lmforge status --json`: each stage's entry of the workdir's latest pipeline run (the
+    lines of a Ray runtime this process still holds, forwarded meanwhile, left out)."""
+    from lmforge.pipeline.cli.main import main
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["status", "--json", f"workdir={workdir}"])
+    assert code == 0, f"lmforge status workdir={workdir} exited {code}"
+    lines = [line for line in printed.getvalue().splitlines() if not RAY_WORKER_LINE.match(line)]
+    return {entry["stage"]: entry for entry in json.loads("\n".join(lines))}
 
 
 def summary(workdir: Path, stage: str) -> dict:

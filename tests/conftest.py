@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from collected_ids import record_collected
 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -29,55 +30,53 @@ NODE_WIDE = (
     "tests/integration/test_multinode_pretrain.py",
     "tests/integration/test_clean_node_join.py",
     # the node-local staging of checkpoints under a bucket URI that another of them also uses
-    "tests/integration/test_s3_store.py",
     "tests/integration/test_remote_checkpoints.py",
     "tests/integration/test_bucket_shards.py",
-    "tests/fault/test_bucket_resume.py",
 )
 """Test files that use what the whole machine shares: `make test`'s parallel workers run them on
 one worker, one at a time."""
 
-NODE_WIDE_UNIT = "node-wide"
-"""The one work unit of all of `NODE_WIDE`."""
+NODE_WIDE_GROUP = "node-wide"
+"""The one test group of all of `NODE_WIDE`."""
 
-LONGEST_FIRST = ("tests/integration/test_tiny_pipeline.py",)
-"""The longest file outside `NODE_WIDE`: a parallel run starts it at once, so that it is not
-left running alone at the end."""
+LONGEST_FIRST = ("tests/fault/test_resume_matrix.py", "tests/integration/test_tiny_pipeline.py")
+"""The longest files outside `NODE_WIDE`: a parallel run starts them first, so that none is left
+running alone at the end."""
 
 
-def work_unit(nodeid: str) -> str:
+def test_group(nodeid: str) -> str:
     """What one parallel worker runs as a whole: the test's file (its module fixtures, one
     demo-size run or one local Ray, are made once), or all of `NODE_WIDE`."""
     path = nodeid.split("::", 1)[0]
-    return NODE_WIDE_UNIT if path in NODE_WIDE else path
+    return NODE_WIDE_GROUP if path in NODE_WIDE else path
 
 
 def _start_rank(unit: str, slow: bool) -> int:
-    """Where a work unit starts: `NODE_WIDE`, `LONGEST_FIRST`, other slow files, the rest."""
-    if unit == NODE_WIDE_UNIT:
+    """Where a test group starts: `NODE_WIDE`, `LONGEST_FIRST`, other slow files, the rest."""
+    if unit == NODE_WIDE_GROUP:
         return 0
     if unit in LONGEST_FIRST:
         return 1
     return 2 if slow else 3
 
 
-class WorkUnits:
-    """`pytest -n N` (`make test`) hands out `work_unit`s, in the collection's order."""
+class TestGroups:
+    """`pytest -n N` (`make test`) hands out `test_group`s, in the collection's order."""
 
     @staticmethod
     def pytest_xdist_make_scheduler(config, log):
         from xdist.scheduler import LoadScopeScheduling
 
-        class WorkUnitScheduling(LoadScopeScheduling):
+        class TestGroupScheduling(LoadScopeScheduling):
             def _split_scope(self, nodeid: str) -> str:
-                return work_unit(nodeid)
+                return test_group(nodeid)
 
-        return WorkUnitScheduling(config, log)
+        return TestGroupScheduling(config, log)
 
 
 def pytest_configure(config):
     if config.pluginmanager.hasplugin("xdist"):  # its hook is unknown without it
-        config.pluginmanager.register(WorkUnits(), "lmforge-work-units")
+        config.pluginmanager.register(TestGroups(), "lmforge-test-groups")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -85,18 +84,19 @@ def pytest_collection_modifyitems(config, items):
     test: `make check` leaves them out (`pytest -m "not slow"`); `make test` runs everything.
 
     The order: `NODE_WIDE`, then `LONGEST_FIRST`, the other slow files, the rest; parallel
-    workers take the work units in this order (`--no-loadscope-reorder`)."""
+    workers take the test groups in this order (`--no-loadscope-reorder`)."""
+    record_collected(config, items)  # before `-m` and `-k` deselect: the suite's ids
     tests = Path(__file__).resolve().parent
-    rank: dict[str, int] = {}  # per work unit, so that a file's tests stay together
+    rank: dict[str, int] = {}  # per test group, so that a file's tests stay together
     for item in items:
         if item.path.resolve().relative_to(tests).parts[0] in SLOW_FOLDERS or (
             item.get_closest_marker("integration")
         ):
             item.add_marker(pytest.mark.slow)
-        unit = work_unit(item.nodeid)
+        unit = test_group(item.nodeid)
         first = _start_rank(unit, item.get_closest_marker("slow") is not None)
         rank[unit] = min(rank.get(unit, first), first)
-    items.sort(key=lambda item: rank[work_unit(item.nodeid)])  # stable within a rank
+    items.sort(key=lambda item: rank[test_group(item.nodeid)])  # stable within a rank
 
 
 @pytest.fixture

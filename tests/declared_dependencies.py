@@ -35,6 +35,7 @@ loaded by name). None today: the extras of ray[default,train] are ray's own."""
 DEV_UNIMPORTED = {
     "ruff": "the linter, run as a command by `make lint`",
     "pytest-timeout": "a pytest plugin (the `timeout` option of pyproject's pytest settings)",
+    "pytest-cov": "a pytest plugin (`pytest --cov`: line coverage of the package's folders)",
     "lm-eval": "lm-evaluation-harness, run as `python -m lm_eval` by test_lm_eval_interop",
     "psycopg": "the PostgreSQL driver MLflow's server loads (test_mlflow_postgres)",
     "flask-wtf": "MLflow's auth app loads it (test_mlflow_postgres)",

@@ -88,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace) -> dict:
-    from lmforge.pipeline.config import compose
+    from lmforge.pipeline.config_tree import compose
 
     config = compose(args.overrides)
     if getattr(args, "ray_address", None):

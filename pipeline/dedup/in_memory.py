@@ -9,7 +9,7 @@ import numpy as np
 
 from lmforge.pipeline.filters.dedup_exact import ExactDeduplicator, resolve_exact_duplicates
 from lmforge.pipeline.filters.minhash import MinHashDeduplicator, near_duplicate_clusters
-from lmforge.pipeline.sources.config import DedupConfig
+from lmforge.pipeline.sources.data_config import DedupConfig
 
 
 def in_memory_removals(

@@ -1,6 +1,6 @@
 """Running one stage inside a Ray worker: temporary directory, stage function, atomic commit.
 
-The driver creates the stage's MLflow run; this code writes to it and sets its final status
+The runner creates the stage's MLflow run; this code writes to it and sets its final status
 (FINISHED or FAILED) itself, so a stage that raised never shows as finished. Once the artifact is
 committed the stage has succeeded: a tracking failure after that is retried and, if it persists,
 returned as a warning (the run is closed FINISHED later), never turned into a FAILED run beside a

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from lmforge.pipeline.config import section
+from lmforge.pipeline.config_tree import section
 from lmforge.pipeline.engine.dag import Dag
 from lmforge.pipeline.engine.keys import cache_key, without_unkeyed
 from lmforge.pipeline.engine.stage import StageSpec

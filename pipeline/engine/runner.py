@@ -1,4 +1,4 @@
-"""The driver: walk the plan, launch ready stages as Ray tasks, keep MLflow and records true."""
+"""The runner: walk the plan, launch ready stages as Ray tasks, keep MLflow and records true."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def run_pipeline(request: RunRequest) -> PipelineRecord:
     run_local_checks(plan, request.config["cluster"])
     workdir.create()
     with WorkdirLock(workdir):
-        return _Driver(request, dag, plan, workdir).run()
+        return _Runner(request, dag, plan, workdir).run()
 
 
 def run_local_checks(plan: Plan, cluster: dict) -> None:
@@ -90,7 +90,7 @@ def run_local_checks(plan: Plan, cluster: dict) -> None:
             check(plan.stages[name].typed_config)
 
 
-class _Driver:
+class _Runner:
     def __init__(self, request: RunRequest, dag: Dag, plan: Plan, workdir: Workdir) -> None:
         self.request, self.dag, self.plan, self.workdir = request, dag, plan, workdir
         self.settings = StoreSettings.from_cluster(request.config["cluster"], workdir.root)

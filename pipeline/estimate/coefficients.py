@@ -20,7 +20,7 @@ COEFFICIENTS_FORMAT = 1
 
 def shipped_coefficients() -> Path:
     """The coefficients fitted on the project's development machine, shipped with the package."""
-    from lmforge.pipeline.config import config_dir
+    from lmforge.pipeline.config_tree import config_dir
 
     return config_dir() / "estimate" / "coefficients.json"
 

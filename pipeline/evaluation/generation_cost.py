@@ -91,18 +91,18 @@ def generation_wall(
     return wall
 
 
-def driver_process() -> ProcessCost:
+def coordinator_process() -> ProcessCost:
     """The stage's own process: it plans the work and collects results, holding no weights."""
     return ProcessCost(
         "coordinator",
         {"coordinator_mb": 1},
         coordinator=True,
-        remedy="a head node with more memory for the evaluation drivers",
+        remedy="a head node with more memory for the evaluation coordinators",
     )
 
 
 def actor_process(s: dict[str, float], section: str, copies: int = 1) -> ProcessCost:
-    """A model actor: the same imports as the driver plus `copies` fp32 copies of the weights,
+    """A model actor: the same imports as the coordinator plus `copies` fp32 copies of the weights,
     `actors_per_node` of them on a node."""
     return ProcessCost(
         "actor",
@@ -118,7 +118,7 @@ def pool_processes(s: dict[str, float], section: str, copies: int = 1) -> list[P
     stage's process holding what an actor would (the same imports, and the weights)."""
     actor = actor_process(s, section, copies)
     if not s.get("in_process"):
-        return [driver_process(), actor]
+        return [coordinator_process(), actor]
     return [
         ProcessCost(
             "coordinator",

@@ -3,7 +3,7 @@
 `perplexity` streams ranges of the validation split through it, `sample` and `harm` their prompt
 batches. Work goes out in order, at most `IN_FLIGHT` calls per actor and at most `OUTSTANDING`
 per actor between the first unfinished item and the last one sent; results come back in input
-order, so combining them does not depend on how many actors there are, and the driver holds a
+order, so combining them does not depend on how many actors there are, and the coordinator holds a
 bounded number of items and results whatever the input's size.
 
 Plain actors fed by this bounded loop rather than Ray Data's `map_batches`: the items are small

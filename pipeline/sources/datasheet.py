@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lmforge.pipeline.sources.config import DataConfig
+from lmforge.pipeline.sources.data_config import DataConfig
 
 RISKS = (
     "Web and documentation text over-represents English and US/European authors "

@@ -2,8 +2,8 @@
 
 Read in this order:
 - `config.TrainConfig`: the typed `train` config group;
-- `driver.run_pretraining`: starts the Ray Train run and exports the final weights;
-- `worker_entry.train_loop_per_worker`: what every worker runs with its `job.TrainingJob`,
+- `launch.run_pretraining`: starts the Ray Train run and exports the final weights;
+- `worker_entry.train_loop_per_worker`: what every worker runs with its `payload.TrainingPayload`,
   `worker.WorkerRun` (resume, loop, checkpoints, logging);
 - `train_step`: the DeepSpeed engine and one optimizer step; `schedule`: the learning rate;
 - `sampler`: which windows each worker reads (one global order, independent of world size);

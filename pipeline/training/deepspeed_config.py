@@ -31,7 +31,7 @@ import json
 from importlib.resources import files
 from typing import Any
 
-from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.train_config import TrainConfig
 
 AUTO = "auto"
 

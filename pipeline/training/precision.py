@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.train_config import TrainConfig
 
 AMX_FLAG = "amx_bf16"
 AVX512_BF16_FLAG = "avx512_bf16"

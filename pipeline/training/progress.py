@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lmforge.pipeline.quantities import format_duration
-from lmforge.pipeline.training.config import carries_term, term_steps
+from lmforge.pipeline.training.train_config import carries_term, term_steps
 
 
 def format_rate(value: float) -> str:

@@ -21,7 +21,6 @@ from lmforge.model.config import ModelConfig
 from lmforge.model.gpt import GPT
 from lmforge.pipeline.cluster.process_stats import large_allocations_mapped
 from lmforge.pipeline.training.checkpoint.zero_state import base_optimizer, ensure_adam_state
-from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.deepspeed_config import deepspeed_config
 from lmforge.pipeline.training.objectives.sequence_unlikelihood import (
     GreedyDecoder,
@@ -31,6 +30,7 @@ from lmforge.pipeline.training.objectives.sequence_unlikelihood import (
 from lmforge.pipeline.training.objectives.unlikelihood import training_objective
 from lmforge.pipeline.training.precision import uses_bf16
 from lmforge.pipeline.training.step_times import StepTimes, time_gradient_reduction
+from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.zero3_init import PartitionInit
 
 

@@ -41,13 +41,12 @@ from lmforge.pipeline.training.checkpoint.zero_shards import (
     restore_local,
 )
 from lmforge.pipeline.training.collectives import all_gather
-from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.cpu_pinning import pin_training_thread, thread_cpus
 from lmforge.pipeline.training.data.prefetch import BatchPrefetcher
 from lmforge.pipeline.training.data.sample_index import open_for_run
 from lmforge.pipeline.training.data.sampler import WindowSampler, load_batch, max_window_offset
-from lmforge.pipeline.training.job import TrainingJob
 from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
+from lmforge.pipeline.training.payload import TrainingPayload
 from lmforge.pipeline.training.precision import NATIVE_CHOICES, uses_bf16
 from lmforge.pipeline.training.progress import (
     MlflowMetrics,
@@ -59,14 +58,15 @@ from lmforge.pipeline.training.progress import (
 )
 from lmforge.pipeline.training.schedule import learning_rate
 from lmforge.pipeline.training.step_times import StepTimes, breakdown, data_wait_note
+from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.train_step import StepResult, TrainStep, build_engine
 from lmforge.tokenizer.dataset import TokenDataset
 
 
-def run_worker(job: TrainingJob) -> None:
+def run_worker(payload: TrainingPayload) -> None:
     """One worker's whole run (`worker_entry.train_loop_per_worker` calls it)."""
     _quiet_worker_output()
-    WorkerRun(job).run()
+    WorkerRun(payload).run()
 
 
 def _quiet_worker_output() -> None:
@@ -82,13 +82,13 @@ def _quiet_worker_output() -> None:
 class WorkerRun:
     """One worker's share of a training run (one attempt: Ray Train restarts build a new one)."""
 
-    def __init__(self, job: TrainingJob) -> None:
+    def __init__(self, payload: TrainingPayload) -> None:
         context = ray.train.get_context()
         self.rank, self.world = context.get_world_rank(), context.get_world_size()
-        self.job = job
-        self.cfg = job.train.with_workers(self.world)  # ZeRO-1/2 on one worker: ZeRO-0
-        if self.rank == 0 and self.cfg.zero_stage != job.train.zero_stage:
-            _say(f"ZeRO-{job.train.zero_stage} on one worker runs as ZeRO-0 (nothing to split)")
+        self.payload = payload
+        self.cfg = payload.train.with_workers(self.world)  # ZeRO-1/2 on one worker: ZeRO-0
+        if self.rank == 0 and self.cfg.zero_stage != payload.train.zero_stage:
+            _say(f"ZeRO-{payload.train.zero_stage} on one worker runs as ZeRO-0 (nothing to split)")
         self.device = _setup_device(self.cfg)
         share = None
         if self.device.type == "cpu" and self.cfg.pin_cpus:
@@ -110,9 +110,11 @@ class WorkerRun:
             pinned = ", ".join(f"rank {r} on CPU {_cpu_list(cpus)}" for r, cpus in ranks)
             _say(f"training threads pinned: {pinned}")
         torch.manual_seed(self.cfg.seed)
-        max_offset = max_window_offset(job.model.block_size, self.cfg.epoch_offsets)
-        self.dataset = TokenDataset(job.data_dir, job.split, job.model.block_size, max_offset)
-        self.engine = build_engine(job.model, self.cfg, self.world, self.device)
+        max_offset = max_window_offset(payload.model.block_size, self.cfg.epoch_offsets)
+        self.dataset = TokenDataset(
+            payload.data_dir, payload.split, payload.model.block_size, max_offset
+        )
+        self.engine = build_engine(payload.model, self.cfg, self.world, self.device)
         # After the build: a ZeRO-3 build sets glibc's thresholds for its own work.
         kept = self.cfg.keep_freed_memory and keep_freed_memory() and keeps_freed_memory(os.environ)
         self.freed_memory_kept = all_gather(bool(kept), self.world)
@@ -121,15 +123,15 @@ class WorkerRun:
         self.train_step = TrainStep(self.engine, self.cfg, self.device, self.world, self.times)
         self.saver = CheckpointSaver(
             self.engine,
-            job.checkpoint_dir,
+            payload.checkpoint_dir,
             self.rank,
             self.world,
             self.cfg.keep_checkpoints,
-            job.fault,
+            payload.fault,
         )
         self.state, self.resumed_from = self._restore()
         positions = self.cfg.max_steps * self.cfg.global_batch_size
-        order = open_for_run(job.sample_index_dir, self.dataset, self.cfg.seed, positions)
+        order = open_for_run(payload.sample_index_dir, self.dataset, self.cfg.seed, positions)
         self.sampler = WindowSampler(
             order,
             self.cfg.global_batch_size,
@@ -138,7 +140,7 @@ class WorkerRun:
             self.world,
             position=self.state.sampler_position,
         )
-        self.tokens_per_step = self.cfg.global_batch_size * job.model.block_size
+        self.tokens_per_step = self.cfg.global_batch_size * payload.model.block_size
         self.meter = ThroughputMeter(self.tokens_per_step)
         self.step_seconds: dict[bool, float] = {}
         """Rank 0: recent median seconds of a step without (False) and with (True) the
@@ -151,8 +153,8 @@ class WorkerRun:
         if self.rank == 0:
             dtype = torch.bfloat16 if precision == "bf16" else torch.float32
             self.peak, self.peak_source = peak_flops(self.cfg.peak_flops, self.device, dtype)
-            if job.tracking_uri and job.mlflow_run_id:
-                self.metrics_sink = MlflowMetrics(job.tracking_uri, job.mlflow_run_id)
+            if payload.tracking_uri and payload.mlflow_run_id:
+                self.metrics_sink = MlflowMetrics(payload.tracking_uri, payload.mlflow_run_id)
 
     def run(self) -> None:
         """Train from the restored step to max_steps, checkpointing on the way and at the end."""
@@ -191,7 +193,7 @@ class WorkerRun:
             lr = learning_rate(step, cfg)
             result = self.train_step(batches, lr, cfg.sequence_term_at(step))
             self._advance(result, position)
-            fault = self.job.fault
+            fault = self.payload.fault
             done = self.state.step
             if fault is not None and not fault.during_save and fault.armed(self.rank, done):
                 self.saver.wait()  # the drill kills between saves, however fast they are
@@ -219,7 +221,7 @@ class WorkerRun:
 
     def _log(self, result: StepResult, lr: float, batches: list) -> None:
         rate = self.meter.window_rate()
-        mfu = model_flops_utilisation(rate, self.job.model, self.peak, self.world)
+        mfu = model_flops_utilisation(rate, self.payload.model, self.peak, self.world)
         times = self.times.take()
         values = {
             "loss": result.loss,
@@ -266,7 +268,7 @@ class WorkerRun:
                 self._decoding_timed = True
                 one = self.train_step.decoding_seconds(batches[0][0])
                 self.decoding_s = None if one is None else one * len(batches)
-            block = self.job.model.block_size
+            block = self.payload.model.block_size
             prefix, tokens = cfg.sequence_decoding(block)
             return phase_step_estimate(
                 plain_s,
@@ -290,7 +292,7 @@ class WorkerRun:
         losses = self.state.losses
         rate = self.meter.overall_rate()
         mfu = (
-            model_flops_utilisation(rate, self.job.model, self.peak, self.world)
+            model_flops_utilisation(rate, self.payload.model, self.peak, self.world)
             if (self.peak and rate)
             else None
         )
@@ -322,7 +324,7 @@ class WorkerRun:
 
     def _restore(self) -> tuple[ckpt.TrainerState, int | None]:
         ranges = needed_ranges(self.engine, self.rank)
-        chosen = choose_checkpoint(self.job.checkpoint_dir, self.rank, self.world, ranges)
+        chosen = choose_checkpoint(self.payload.checkpoint_dir, self.rank, self.world, ranges)
         if chosen is None:
             fresh = ckpt.TrainerState(
                 step=0,
@@ -332,12 +334,12 @@ class WorkerRun:
                 seed=self.cfg.seed,
                 n_windows=len(self.dataset),
                 world_size=self.world,
-                model_config=self.job.model.to_dict(),
+                model_config=self.payload.model.to_dict(),
             )
             return fresh, None
         state = chosen.state
         try:
-            check_resumable(chosen, self.job.model, self.cfg, len(self.dataset))
+            check_resumable(chosen, self.payload.model, self.cfg, len(self.dataset))
             check_layout(chosen, full_shapes(self.engine))
             read = chosen.layout.reader(chosen.directory)
             restore_local(self.engine, read, self.rank, state.adam_step)

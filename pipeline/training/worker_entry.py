@@ -1,4 +1,4 @@
-"""What Ray Train runs on every worker: `train_loop_per_worker({"job": TrainingJob})`.
+"""What Ray Train runs on every worker: `train_loop_per_worker({"payload": TrainingPayload})`.
 
 Kept apart from `worker`, which imports torch, DeepSpeed and the rest of training: Ray Train's
 controller unpickles the entry point and its config, so whatever their module imports, the
@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import os
 
-from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.train_config import TrainConfig
 
 
 def train_loop_per_worker(config: dict) -> None:
-    """Ray Train entry point; `config["job"]` is a `job.TrainingJob`."""
-    name_deepspeed_accelerator(config["job"].train)
+    """Ray Train entry point; `config["payload"]` is a `payload.TrainingPayload`."""
+    name_deepspeed_accelerator(config["payload"].train)
     from lmforge.pipeline.training.worker import run_worker
 
-    run_worker(config["job"])
+    run_worker(config["payload"])
 
 
 def name_deepspeed_accelerator(cfg: TrainConfig) -> None:

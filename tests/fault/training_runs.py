@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from lmforge.model.config import ModelConfig
-from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.data.sample_index import build_for_data
-from lmforge.pipeline.training.driver import run_pretraining
+from lmforge.pipeline.training.launch import run_pretraining
+from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.tokenizer.shards import TokenShardWriter
 from lmforge.tokenizer.split_index import index_committed_shards
 

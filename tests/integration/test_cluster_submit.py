@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_runner import SHORT_TINY, lmforge, small_corpus, status
+from cli_runner import SHORT_TINY, in_process_ray, lmforge, lmforge_here, small_corpus, status
 
 from lmforge.pipeline.engine.tracking import client
 
@@ -149,6 +149,14 @@ def _state_api(cluster: Cluster, what: str, filters: list | None = None) -> list
     return json.loads(out.strip().splitlines()[-1])
 
 
+@dataclass
+class Submitted:
+    workdir: Path
+    job: str  # its submission id
+    output: str  # what `lmforge submit` printed while it waited
+    secret: str  # given as `+cluster.api_token`
+
+
 def _submitted_job_id(output: str) -> str:
     match = re.search(r"^submitted job (\S+) to ", output, re.M)
     assert match, output
@@ -173,22 +181,34 @@ ALL = (
 )
 
 
-def test_submitted_pipeline_runs_stages_on_several_nodes_with_complete_lineage(cluster, tmp_path):
-    # 40 documents here and in the runs below: what is checked is where the work runs and what
-    # MLflow records, not the data (the demo-size run cleans the whole embedded corpus)
-    workdir = tmp_path / "runs"
+@pytest.fixture(scope="module")
+def submitted(cluster, tmp_path_factory) -> Submitted:
+    """The pipeline submitted as a Ray Job and followed to its end: `lmforge submit` waits.
+
+    A secret override goes with it: it reaches the job's driver through its environment, and
+    neither the job's listing, logs, entrypoint nor metadata holds it. 40 documents here and in
+    the runs below: what is checked is where the work runs and what MLflow records, not the
+    data (the demo-size run cleans the whole embedded corpus)."""
+    root = tmp_path_factory.mktemp("submitted")
+    workdir = root / "runs"
+    secret = "s3cret" + uuid.uuid4().hex[:8]
     proc = lmforge(
         "submit",
         "--address",
         cluster.address,
         *SHORT_TINY,
-        *small_corpus(tmp_path),
+        *small_corpus(root),
         f"workdir={workdir}",
+        f"+cluster.api_token={secret}",
         env=cluster.env,
         timeout=600,
     )
-    job = _submitted_job_id(proc.stdout)
-    assert f"job {job} SUCCEEDED" in proc.stdout
+    return Submitted(workdir, _submitted_job_id(proc.stdout), proc.stdout, secret)
+
+
+def test_submitted_pipeline_runs_stages_on_several_nodes_with_complete_lineage(cluster, submitted):
+    workdir, job = submitted.workdir, submitted.job
+    assert f"job {job} SUCCEEDED" in submitted.output
 
     states = status(workdir)
     assert {s: e["state"] for s, e in states.items()} == dict.fromkeys(ALL, "ran")
@@ -247,24 +267,10 @@ def test_each_node_has_its_own_network_address(cluster):
     assert len({n["node_ip"] for n in nodes}) == len(nodes) == 3
 
 
-def test_jobs_and_logs_show_a_submitted_pipeline(cluster, tmp_path):
-    """A secret override reaches the job's driver through its environment: the job succeeds,
-    and neither the listing nor the job's entrypoint and metadata hold the secret."""
-    workdir = tmp_path / "runs"
-    secret = "s3cret" + uuid.uuid4().hex[:8]
-    proc = lmforge(
-        "submit",
-        "--no-wait",
-        "--address",
-        cluster.address,
-        "--until",
-        "clean",
-        *small_corpus(tmp_path),
-        f"workdir={workdir}",
-        f"+cluster.api_token={secret}",
-        env=cluster.env,
-    )
-    job = _submitted_job_id(proc.stdout)
+def test_jobs_and_logs_show_a_submitted_pipeline(cluster, submitted):
+    """The job's logs (followed to the end, and as they stand) and its line in the listing; the
+    secret override is in none of them, nor in the job's entrypoint and metadata."""
+    workdir, job, secret = submitted.workdir, submitted.job, submitted.secret
     follow = lmforge("logs", job, "--follow", "--address", cluster.address, env=cluster.env)
     assert re.search(r"^clean\s+ran\b", follow.stdout, re.M), follow.stdout
     assert f"job {job} SUCCEEDED" in follow.stdout
@@ -276,6 +282,7 @@ def test_jobs_and_logs_show_a_submitted_pipeline(cluster, tmp_path):
     assert secret not in shown
     logs = lmforge("logs", job, "--address", cluster.address, env=cluster.env).stdout
     assert "pipeline run" in logs and "finished" in logs
+    assert secret not in logs + submitted.output
 
 
 def test_stop_ends_the_job_and_marks_its_pipeline_killed(cluster, tmp_path):
@@ -363,18 +370,16 @@ def test_a_wrong_or_missing_token_is_one_clear_line(cluster, tmp_path):
 
 @pytest.mark.parametrize("scheme", ["", "ray://"])
 def test_an_unreachable_ray_address_is_one_clear_line_within_a_minute(tmp_path, scheme):
+    """A GCS address as a user's `lmforge` process meets it; a Ray Client address through the
+    CLI in this process (`main(argv)`)."""
     address = f"{scheme}127.0.0.1:{_free_ports(1)[0]}"
+    args = ("run", "--until", "clean", "--ray-address", address, f"workdir={tmp_path / 'runs'}")
     started = time.time()
-    proc = lmforge(
-        "run",
-        "--until",
-        "clean",
-        "--ray-address",
-        address,
-        f"workdir={tmp_path / 'runs'}",
-        check=False,
-        timeout=120,
-    )
+    if scheme:
+        with in_process_ray():
+            proc = lmforge_here(*args, check=False)
+    else:
+        proc = lmforge(*args, check=False, timeout=120)
     assert proc.returncode == 1
     assert (
         proc.stdout.strip()

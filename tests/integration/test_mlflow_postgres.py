@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_runner import lmforge, small_corpus, status
+from cli_runner import in_process_ray, lmforge, lmforge_here, small_corpus, status
 from os_packages import ensure_os_packages
 
 from lmforge.pipeline.engine.tracking import client
@@ -224,15 +224,22 @@ def test_pipeline_lineage_lands_in_postgres_through_the_authenticated_server(
 
 
 @pytest.mark.parametrize("credentials", ["missing", "wrong"])
-def test_missing_or_wrong_credentials_are_one_clear_line(server, workdir, credentials):
+def test_missing_or_wrong_credentials_are_one_clear_line(server, workdir, monkeypatch, credentials):
+    """Missing credentials as a user's `lmforge` process meets them; wrong ones through the CLI
+    in this process (`main(argv)`)."""
     env = {"MLFLOW_TRACKING_URI": server.url}
     if credentials == "wrong":
         env.update(MLFLOW_TRACKING_USERNAME=server.username, MLFLOW_TRACKING_PASSWORD="x" * 16)
     else:
         env.update(MLFLOW_TRACKING_USERNAME="", MLFLOW_TRACKING_PASSWORD="")
-    proc = lmforge(
-        "run", "--until", "clean", f"workdir={workdir}", env=env, check=False, timeout=300
-    )
+    args = ("run", "--until", "clean", f"workdir={workdir}")
+    if credentials == "wrong":
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        with in_process_ray():  # started beside MLflow's setup, which fails
+            proc = lmforge_here(*args, check=False)
+    else:
+        proc = lmforge(*args, env=env, check=False, timeout=300)
     assert proc.returncode == 1
     errors = [line for line in proc.stdout.splitlines() if line.startswith("lmforge: error:")]
     assert len(errors) == 1, proc.stdout

@@ -16,7 +16,7 @@ from fault.training_runs import (
 )
 from ray.cluster_utils import Cluster
 
-from lmforge.pipeline.training.driver import run_pretraining
+from lmforge.pipeline.training.launch import run_pretraining
 
 pytestmark = pytest.mark.integration
 

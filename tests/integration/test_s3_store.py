@@ -2,12 +2,16 @@
 on 127.0.0.1: every artifact is published with its manifest, a rerun is all cache hits, a
 changed training setting reruns pretrain and its descendants only (resuming from the bucket's
 checkpoint on a node without a local cache, where the schedule lets a longer run continue a
-shorter one), and a missing bucket is one clear error."""
+shorter one), and a missing bucket is one clear error.
+
+The store is under a prefix of this session's own: the node-local staging of a bucket's
+checkpoints is keyed by their URI, which another session on this machine would share."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import uuid
 
 import pytest
 from cli_runner import SHORT_TINY, lmforge, status
@@ -19,13 +23,16 @@ pytestmark = pytest.mark.integration
 
 def test_tiny_pipeline_with_its_store_in_a_bucket(s3, workdir):
     env, client = s3
+    store = f"{uuid.uuid4().hex[:12]}/store"
     # A constant rate after warmup (min_lr = the tiny preset's lr): raising max_steps then
     # continues the run's trajectory, so the longer run below resumes from its checkpoint. The
     # preset's sequence-level phase runs on a run's last steps, which a longer run moves, so it is
     # off here (with it on, max_steps is part of pretrain's key: no checkpoint to resume from).
     continuable = ["train.min_lr=3.0e-3", "train.sequence_unlikelihood=0"]
+    # The embedded corpus: on 40 documents, 30 steps need another pass over the data than 20
+    # do, which changes the sample index (and its key): sample_index would rerun too.
     args = [
-        "run", f"workdir={workdir}", "cluster.store_uri=s3://lmforge/store", *SHORT_TINY,
+        "run", f"workdir={workdir}", f"cluster.store_uri=s3://lmforge/{store}", *SHORT_TINY,
         *continuable,
     ]  # fmt: skip
     lmforge(*args, env=env)
@@ -33,11 +40,11 @@ def test_tiny_pipeline_with_its_store_in_a_bucket(s3, workdir):
     assert {s["state"] for s in states.values()} == {"ran"}
     keys = {o["Key"] for o in client.list_objects_v2(Bucket="lmforge")["Contents"]}
     for name, entry in states.items():
-        assert entry["artifact"] == f"s3://lmforge/store/{name}/{entry['key']}"
-        assert f"store/{name}/{entry['key']}/manifest.json" in keys
+        assert entry["artifact"] == f"s3://lmforge/{store}/{name}/{entry['key']}"
+        assert f"{store}/{name}/{entry['key']}/manifest.json" in keys
     assert not (workdir / "store").exists()
     checkpoints = _summary(client, states["pretrain"])["checkpoint_dir"]
-    assert checkpoints.startswith("s3://lmforge/store/checkpoints/pretrain/")
+    assert checkpoints.startswith(f"s3://lmforge/{store}/checkpoints/pretrain/")
     prefix = checkpoints.removeprefix("s3://lmforge/")
     assert f"{prefix}/step_000020/COMPLETE" in keys
     assert not list(workdir.rglob("step_*")) and not (workdir / "ray_storage").exists()

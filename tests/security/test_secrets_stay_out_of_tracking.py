@@ -13,9 +13,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from cli_runner import lmforge, small_corpus, status
+from cli_runner import in_process_ray, lmforge, lmforge_here, small_corpus, status
 
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.engine.tracking import client, redact
 
 SECRET_NAMES = (
@@ -47,9 +47,10 @@ def test_no_setting_of_the_shipped_config_is_hidden_from_mlflow():
 def test_a_secret_in_the_config_lands_nowhere_in_the_workdir(workdir):
     secret = "s3cr3t-" + secrets.token_hex(12)
     corpus = small_corpus(workdir.parent)
-    lmforge(
-        "run", "--until", "clean", *corpus, f"workdir={workdir}", f"+cluster.api_token={secret}"
-    )
+    with in_process_ray():  # the CLI in this process: the workdir is what is looked at
+        lmforge_here(
+            "run", "--until", "clean", *corpus, f"workdir={workdir}", f"+cluster.api_token={secret}"
+        )
     leaks = [
         str(path)
         for path in workdir.rglob("*")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lmforge.pipeline.config import compose, section
+from lmforge.pipeline.config_tree import compose, section
 from lmforge.pipeline.engine.execute import StageTask, execute_stage, load_stages
 from lmforge.pipeline.engine.keys import cache_key
 from lmforge.pipeline.engine.tracking import client, ensure_experiment

@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.engine.execute import StageTask, execute_stage, load_stages
 from lmforge.pipeline.engine.keys import cache_key
 from lmforge.pipeline.engine.tracking import client, ensure_experiment

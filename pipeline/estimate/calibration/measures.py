@@ -62,7 +62,7 @@ def measure_training(root: Path, size: tuple[str, int]) -> list[dict]:
         write_shards,
     )
     from lmforge.pipeline.stages.pretrain import cost as pretrain_cost
-    from lmforge.pipeline.training.config import TrainConfig
+    from lmforge.pipeline.training.train_config import TrainConfig
 
     model, steps = size
     case = case_for(model, [])

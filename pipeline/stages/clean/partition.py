@@ -31,7 +31,7 @@ from lmforge.pipeline.filters.base import DroppedDocument
 from lmforge.pipeline.filters.chain import build_filter_chain, chain_counts, run_chain
 from lmforge.pipeline.filters.dedup_exact import ExactDeduplicator
 from lmforge.pipeline.filters.minhash import MinHashDeduplicator
-from lmforge.pipeline.sources.config import DataConfig
+from lmforge.pipeline.sources.data_config import DataConfig
 from lmforge.pipeline.sources.files import SourceError
 from lmforge.pipeline.sources.parquet_shards import SCHEMA, split_of
 from lmforge.pipeline.sources.read_plan import ReadUnit, read_documents
@@ -106,7 +106,7 @@ class CleanDirs(SharedDir):
 
 @dataclass(slots=True)
 class FilteredPartition:
-    """What phase 1 sends back to the driver: counts only (the dedup index is on disk)."""
+    """What phase 1 sends back to the coordinator: counts only (the dedup index is on disk)."""
 
     index: int
     docs_in: int

@@ -1,6 +1,6 @@
 """`clean`: raw sources -> normalised, filtered, deduplicated train/val zstd Parquet shards.
 
-The driver only plans: it cuts the sources into read units (`sources/read_plan.py`) and Ray
+The coordinator only plans: it cuts the sources into read units (`sources/read_plan.py`) and Ray
 tasks on every CPU of the cluster read them and run the filter chain (`pipeline/filters/`).
 Exact and MinHash near-duplicates are then resolved globally from hashes alone, and each
 partition writes its share of the shards.
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from lmforge.pipeline.cluster.process_stats import bytes_read, reset_peak_rss, task_peak_rss_bytes
 from lmforge.pipeline.engine.stage import StageContext, stage
-from lmforge.pipeline.sources.config import DataConfig
+from lmforge.pipeline.sources.data_config import DataConfig
 from lmforge.pipeline.sources.files import check_paths_match
 from lmforge.pipeline.sources.read_plan import (
     ReadUnit,

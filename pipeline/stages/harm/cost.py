@@ -1,6 +1,6 @@
 """The cost of `harm` (`stage.py` beside it): toxicity, bias, memorisation and PII-leakage
 probes, one pool call each on the stage's model actors (what they cost:
-`pipeline/evaluation/generation_cost.py`), plus the driver's scan of up to 100,000 training
+`pipeline/evaluation/generation_cost.py`), plus the coordinator's scan of up to 100,000 training
 documents for PII."""
 
 from __future__ import annotations

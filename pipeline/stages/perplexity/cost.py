@@ -1,8 +1,8 @@
 """The cost of `perplexity` (`stage.py` beside it): a pool of Ray actors (`actors`, 0 =
 one per GPU, else one per `threads_per_actor` CPUs of the cluster) scores up to `max_tokens`
 validation tokens (sliding windows: block / stride passes over each) with the trained and a
-freshly initialised model, and `max_documents` documents; the driver plans the windows from the
-split's index and fits n-gram baselines on up to 2M train tokens. Memory: the driver's base;
+freshly initialised model, and `max_documents` documents; the coordinator plans the windows from the
+split's index and fits n-gram baselines on up to 2M train tokens. Memory: the coordinator's base;
 each actor a base (the same imports: torch and the model) and two fp32 copies of the weights."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Scoring a token stream over the model pool: ranges of windows go out, `RangeSums` come back.
 
-The driver sends each actor only a range of window numbers; the actor reads the range's ids from
-the token shards itself, scores them with the model (and the n-gram baselines, and for the first
-ranges the freshly initialised model), sums the losses by document group and returns those sums.
-Windows and stride are those of `model.perplexity.WindowPlan` over the whole stream, so the
+The coordinator sends each actor only a range of window numbers; the actor reads the range's ids
+from the token shards itself, scores them with the model (and the n-gram baselines, and for the
+first ranges the freshly initialised model), sums the losses by document group and returns those
+sums. Windows and stride are those of `model.perplexity.WindowPlan` over the whole stream, so the
 figures equal one process scoring the stream in one pass, and ranges are combined in order, so
 they do not depend on the number of actors.
 """

@@ -1,7 +1,7 @@
 """A split's token shards read as one stream, by position: the validation stream that scoring
 actors each read their own ranges of, through the shards' memory maps.
 
-The driver plans from the split's index (`plan_stream`: a small, picklable `StreamSpec`); every
+The coordinator plans from the split's index (`plan_stream`: a small, picklable `StreamSpec`); every
 actor opens the split itself (`TokenStream`, over `TokenDataset`, which maps shards lazily and
 keeps a bounded number mapped) and copies out only the ranges it scores. The document of a
 position is found in its shard's memory-mapped document starts, so no process holds the tokens

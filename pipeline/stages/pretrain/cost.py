@@ -33,9 +33,9 @@ from __future__ import annotations
 from lmforge.model.config import ModelConfig
 from lmforge.model.flops import flops_per_token, parameters
 from lmforge.pipeline.estimate.cost_model import KNOWN, Cluster, ProcessCost, StageCost, config_part
-from lmforge.pipeline.training.config import engine_zero_stage, sequence_decoding, term_steps
 from lmforge.pipeline.training.memory import RankMemory, activation_bytes, rank_memory
 from lmforge.pipeline.training.precision import expects_bf16
+from lmforge.pipeline.training.train_config import engine_zero_stage, sequence_decoding, term_steps
 
 GPU_MFU = 0.35
 """Assumed model FLOPs utilisation on GPUs (of C above) when `--mfu` does not say: dense 1B-7B

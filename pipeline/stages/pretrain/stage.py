@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.engine.keys import cache_key, without_unkeyed
 from lmforge.pipeline.engine.stage import StageContext, stage
-from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.schedule import rate_depends_on_max_steps
+from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.typed_config import from_mapping
 
 
@@ -99,8 +99,8 @@ def lineage_key(ctx: StageContext) -> str:
     num_cpus=0,  # it drives Ray Train workers, which hold the CPUs
 )
 def pretrain(ctx: StageContext) -> dict:
-    from lmforge.pipeline.training.driver import run_pretraining
     from lmforge.pipeline.training.export import HFExport
+    from lmforge.pipeline.training.launch import run_pretraining
     from lmforge.tokenizer.convention import eot_id
     from lmforge.tokenizer.io import load_tokenizer
 

@@ -142,7 +142,7 @@ def tokenize(ctx: StageContext) -> dict:
     clean_ref, tokenizer_ref = ray.put(clean_dir), ray.put(ctx.input("train_tokenizer"))
     # tokenizers starts a rayon thread per core; one task holds one CPU, so one thread each.
     # Spread over the nodes by their CPUs (`node_spread`): Ray's default packs short tasks onto
-    # the driver's node while it has room, and its SPREAD follows a resource view that lags, so
+    # the coordinator's node while it has room, and its SPREAD follows a resource view that lags, so
     # a cluster's other nodes could sit idle (seen in the private-nodes bucket test).
     remote = ray.remote(num_cpus=1, runtime_env={"env_vars": {"RAYON_NUM_THREADS": "1"}})(
         _tokenize_group

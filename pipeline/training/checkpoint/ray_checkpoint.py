@@ -2,7 +2,7 @@
 
 At the end of a run every worker reports its summary, and rank 0 reports a directory holding
 only `checkpoint.json` (the final checkpoint's location and step), which Ray Train copies to
-its storage; the driver reads the location back from the run's result. The checkpoints
+its storage; `launch.run_pretraining` reads the location back from the run's result. The checkpoints
 themselves stay in the run's checkpoint directory, written once.
 """
 

@@ -24,7 +24,7 @@ from lmforge.pipeline.training.checkpoint import consolidated as ckpt
 from lmforge.pipeline.training.checkpoint.shard_format import LAYOUT_FILE, Layout
 from lmforge.pipeline.training.checkpoint.store import open_store
 from lmforge.pipeline.training.collectives import all_gather, broadcast_from_rank0
-from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.train_config import TrainConfig
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ from lmforge.pipeline.dedup.resolve import KINDS, remove_list_path, resolve
 from lmforge.pipeline.estimate.calibration.synthetic_corpus import document
 from lmforge.pipeline.filters.dedup_exact import ExactDeduplicator
 from lmforge.pipeline.filters.minhash import MinHashDeduplicator
-from lmforge.pipeline.sources.config import DedupConfig
+from lmforge.pipeline.sources.data_config import DedupConfig
 from lmforge.pipeline.storage.shared_dir import LOCAL
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.engine.dag import Dag
 from lmforge.pipeline.engine.execute import load_stages
 from lmforge.pipeline.engine.plan import make_plan

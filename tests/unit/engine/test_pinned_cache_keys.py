@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.engine.dag import Dag
 from lmforge.pipeline.engine.execute import load_stages
 from lmforge.pipeline.engine.keys import cache_key, without_unkeyed

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.engine.run_records import PipelineRecord, RecordBook, StageRecord
 from lmforge.pipeline.redaction import looks_like_token, redact, redact_text
 

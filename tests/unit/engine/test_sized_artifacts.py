@@ -3,7 +3,7 @@ artifact that covers the run is reused, one that is too short is rebuilt under t
 
 from __future__ import annotations
 
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.engine.dag import Dag
 from lmforge.pipeline.engine.execute import load_stages
 from lmforge.pipeline.engine.plan import make_plan

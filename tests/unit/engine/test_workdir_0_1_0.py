@@ -24,7 +24,7 @@ from safetensors.torch import save_file
 
 from lmforge.model.config import ModelConfig
 from lmforge.model.weights import weight_shapes
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.engine.dag import Dag
 from lmforge.pipeline.engine.execute import load_stages
 from lmforge.pipeline.engine.plan import make_plan

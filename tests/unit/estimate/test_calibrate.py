@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.errors import ConfigError
 from lmforge.pipeline.estimate.calibrate import fit_stage
 from lmforge.pipeline.estimate.calibration.store_samples import samples_from_store

@@ -8,7 +8,7 @@ import pytest
 
 from lmforge.model.config import ModelConfig
 from lmforge.model.flops import flops_per_token
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.estimate.coefficients import load_coefficients, shipped_coefficients
 from lmforge.pipeline.estimate.cost_model import KNOWN, Cluster
 from lmforge.pipeline.estimate.prediction import estimate_run
@@ -307,7 +307,7 @@ def test_pool_calls_go_out_in_batches_spread_over_the_actors():
 
 
 @pytest.mark.parametrize("name", ["sample", "harm"])
-def test_generation_stages_run_on_a_pool_with_a_driver_holding_no_weights(coefficients, name):
+def test_generation_stages_run_on_a_pool_with_a_coordinator_holding_no_weights(coefficients, name):
     corpus = {"docs": 1e6, "bytes": 1e9}
 
     def run(nodes: int, *overrides: str):
@@ -321,10 +321,12 @@ def test_generation_stages_run_on_a_pool_with_a_driver_holding_no_weights(coeffi
     spread = run(2, f"eval.{name}.actors=0")
     assert spread.size["actors"] == 64 and spread.size["actors_per_node"] == 32
     assert next(p for p in spread.processes if p.name == "actor").per_node == 32
-    # Weights live in the actors: a bigger model grows the actor, never the driver.
+    # Weights live in the actors: a bigger model grows the actor, never the coordinator.
     bigger = run(1, "model.d_model=1024", "model.d_ff=4096")
-    driver = {r.name: r for r in one_node.processes}["coordinator"]
-    assert {r.name: r for r in bigger.processes}["coordinator"].peak_rss_mb == driver.peak_rss_mb
+    coordinator = {r.name: r for r in one_node.processes}["coordinator"]
+    assert {r.name: r for r in bigger.processes}[
+        "coordinator"
+    ].peak_rss_mb == coordinator.peak_rss_mb
     actor = {r.name: r for r in one_node.processes}["actor"]
     assert {r.name: r for r in bigger.processes}["actor"].peak_rss_mb > actor.peak_rss_mb
     # More rows than one actor's batch: a pool of one takes longer than a pool of many.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.estimate.cost_model import Cluster
 from lmforge.pipeline.estimate.measured import metrics, stage_record, upstream_view
 

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.engine.execute import load_stages
 from lmforge.pipeline.engine.stage import unregister_stage
 from lmforge.pipeline.errors import LmforgeError

@@ -6,7 +6,7 @@ command line."""
 from __future__ import annotations
 
 from lmforge.model.config import ModelConfig
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.estimate.calibration.training_steps import (
     base_case,
     case_for,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.engine.execute import load_stages
 from lmforge.pipeline.evaluation.model_pool import ModelPoolConfig
 

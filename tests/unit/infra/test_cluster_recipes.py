@@ -16,7 +16,7 @@ import yaml
 from source_tree import package_folders
 
 from lmforge.pipeline.cli.main import _parser
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 
 REPO = Path(__file__).resolve().parents[3]
 K8S = REPO / "infra" / "k8s"

@@ -10,7 +10,7 @@ import pytest
 
 from lmforge.pipeline.cli.main import _parser
 from lmforge.pipeline.cluster import job_payload
-from lmforge.pipeline.config import compose
+from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.errors import LmforgeError
 
 PASSWORD = "s3cret-Pa55"

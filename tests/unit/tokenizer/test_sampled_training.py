@@ -149,7 +149,7 @@ def test_a_negative_sample_size_is_rejected() -> None:
 
 
 def test_the_tiny_preset_trains_on_all_of_its_text_and_the_default_on_a_sample() -> None:
-    from lmforge.pipeline.config import compose, section
+    from lmforge.pipeline.config_tree import compose, section
     from lmforge.pipeline.stages.train_tokenizer.stage import TRAINING_KEYS, parse
 
     def typed(preset: str):

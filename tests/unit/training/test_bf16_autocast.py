@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from lmforge.model.config import ModelConfig
-from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.precision import cpu_autocasts, cpu_bf16_unit
+from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.train_step import TrainStep, build_engine
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("world_of_one")]

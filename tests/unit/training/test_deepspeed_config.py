@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.deepspeed_config import deepspeed_config, zero_config_text
+from lmforge.pipeline.training.train_config import TrainConfig
 
 
 def _values(node, prefix=""):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lmforge.pipeline.training.driver import root_cause
+from lmforge.pipeline.training.launch import root_cause
 
 WORKER_FAILURE = """Training failed due to worker errors:
 [Rank 0 Error Snippet]:

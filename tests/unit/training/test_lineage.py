@@ -7,7 +7,7 @@ import dataclasses
 
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.stages.pretrain.stage import lineage_of
-from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.train_config import TrainConfig
 
 MODEL = ModelConfig(vocab_size=256, block_size=32, d_model=32, n_head=2, n_layer=2, d_ff=64)
 INPUTS = {"tokenize": "a" * 16, "sample_index": "b" * 16, "train_tokenizer": "c" * 16}

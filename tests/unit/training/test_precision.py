@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from lmforge.pipeline.training import precision
-from lmforge.pipeline.training.config import PRECISIONS, TrainConfig
 from lmforge.pipeline.training.precision import (
     NATIVE_CHOICES,
     cpu_autocasts,
@@ -16,6 +15,7 @@ from lmforge.pipeline.training.precision import (
     expects_bf16,
     uses_bf16,
 )
+from lmforge.pipeline.training.train_config import PRECISIONS, TrainConfig
 
 UNITS = ["amx", "avx512_bf16", None]
 

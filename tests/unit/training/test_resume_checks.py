@@ -14,7 +14,7 @@ from lmforge.pipeline.training.checkpoint.consolidated import (
     TrainerState,
 )
 from lmforge.pipeline.training.checkpoint.resume import check_resumable
-from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.train_config import TrainConfig
 
 MODEL = ModelConfig(vocab_size=50, block_size=8, d_model=32, n_head=2, n_layer=2, d_ff=64)
 

@@ -7,13 +7,13 @@ import math
 
 import pytest
 
-from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.schedule import (
     cosine_lr,
     inverse_sqrt_lr,
     learning_rate,
     rate_depends_on_max_steps,
 )
+from lmforge.pipeline.training.train_config import TrainConfig
 
 COSINE = {"lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 10, "max_steps": 110}
 

@@ -12,7 +12,6 @@ from lmforge.model.config import ModelConfig
 from lmforge.model.generate import SamplingConfig, generate
 from lmforge.model.gpt import GPT
 from lmforge.pipeline.stages.pretrain.stage import parse, trajectory_neutral
-from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.objectives.sequence_unlikelihood import (
     GreedyDecoder,
     greedy_continuations,
@@ -20,6 +19,7 @@ from lmforge.pipeline.training.objectives.sequence_unlikelihood import (
     repeated_ngram_mask,
     sequence_unlikelihood,
 )
+from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.train_step import TrainStep, build_engine
 
 

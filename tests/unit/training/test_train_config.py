@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from lmforge.pipeline.cluster.process_stats import keeps_freed_memory
-from lmforge.pipeline.training.config import TrainConfig
-from lmforge.pipeline.training.driver import worker_runtime_env
+from lmforge.pipeline.training.launch import worker_runtime_env
+from lmforge.pipeline.training.train_config import TrainConfig
 
 
 def test_the_default_train_yaml_is_a_valid_config():

@@ -10,12 +10,12 @@ import torch
 import torch.nn.functional as F
 
 from lmforge.model.config import ModelConfig
-from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.objectives.unlikelihood import (
     context_candidates,
     cross_entropy_and_unlikelihood,
     token_unlikelihood,
 )
+from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.train_step import TrainStep, build_engine
 
 

@@ -8,21 +8,21 @@ import os
 
 from import_check import loaded_by_import
 
-from lmforge.pipeline.training.job import TrainingJob
+from lmforge.pipeline.training.payload import TrainingPayload
 from lmforge.pipeline.training.worker_entry import train_loop_per_worker
 
 
 def test_the_entry_point_and_its_job_import_without_torch_or_deepspeed():
-    for module in ("lmforge.pipeline.training.worker_entry", "lmforge.pipeline.training.job"):
+    for module in ("lmforge.pipeline.training.worker_entry", "lmforge.pipeline.training.payload"):
         loaded = loaded_by_import(module, ["torch", "deepspeed"])
         assert loaded == {"torch": False, "deepspeed": False}, module
 
 
 def test_ray_train_is_given_the_light_entry_point():
-    from lmforge.pipeline.training import driver
+    from lmforge.pipeline.training import launch
 
-    assert driver.train_loop_per_worker is train_loop_per_worker
-    assert driver.TrainingJob is TrainingJob
+    assert launch.train_loop_per_worker is train_loop_per_worker
+    assert launch.TrainingPayload is TrainingPayload
     assert train_loop_per_worker.__module__ == "lmforge.pipeline.training.worker_entry"
 
 
@@ -31,7 +31,7 @@ def test_a_cpu_run_names_deepspeeds_accelerator_so_no_rank_warns_of_a_missing_gp
     import sys
 
     code = (
-        "from lmforge.pipeline.training.config import TrainConfig\n"
+        "from lmforge.pipeline.training.train_config import TrainConfig\n"
         "from lmforge.pipeline.training.worker_entry import name_deepspeed_accelerator\n"
         "name_deepspeed_accelerator(TrainConfig(use_gpu=False))\n"
         "from deepspeed.accelerator import get_accelerator\n"
@@ -47,7 +47,7 @@ def test_a_cpu_run_names_deepspeeds_accelerator_so_no_rank_warns_of_a_missing_gp
 
 
 def test_a_gpu_run_or_a_named_accelerator_is_left_to_deepspeed(monkeypatch):
-    from lmforge.pipeline.training.config import TrainConfig
+    from lmforge.pipeline.training.train_config import TrainConfig
     from lmforge.pipeline.training.worker_entry import name_deepspeed_accelerator
 
     monkeypatch.delenv("DS_ACCELERATOR", raising=False)

@@ -2,7 +2,7 @@
 continues exactly like the uninterrupted run; ZeRO-3 builds the model already partitioned.
 
 Runs DeepSpeed in this process as a world of one (gloo); other world sizes go through Ray Train
-in tests/fault/test_sharded_checkpoints.py.
+in tests/fault/test_resume_matrix.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from lmforge.pipeline.training.checkpoint.async_save import CheckpointSaver
 from lmforge.pipeline.training.checkpoint.resume import choose_checkpoint
 from lmforge.pipeline.training.checkpoint.zero_shards import needed_ranges, restore_local
 from lmforge.pipeline.training.checkpoint.zero_state import adam_step, gather_full_state
-from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.train_step import TrainStep, build_engine
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("world_of_one")]

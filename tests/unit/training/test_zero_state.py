@@ -1,7 +1,7 @@
 """The consolidated optimizer state: the same AdamW at every ZeRO stage, restored exactly.
 
 Runs DeepSpeed in this process as a world of one (gloo); resuming on other world sizes through
-Ray Train is tests/fault/test_resume_world_size.py.
+Ray Train is tests/fault/test_resume_matrix.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from lmforge.pipeline.training.checkpoint.zero_state import (
     gather_full_state,
     restore_full_state,
 )
-from lmforge.pipeline.training.config import TrainConfig
+from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.train_step import TrainStep, build_engine
 
 # DeepSpeed engines at every ZeRO stage; ZeRO-3 also patches torch

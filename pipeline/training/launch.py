@@ -33,10 +33,10 @@ from lmforge.pipeline.cluster.process_stats import kept_memory_tunables
 from lmforge.pipeline.storage.location import is_bucket, local_path
 from lmforge.pipeline.training.checkpoint.marker import CheckpointError
 from lmforge.pipeline.training.checkpoint.ray_checkpoint import pointed_location
-from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.export import HFExport, export_checkpoint
 from lmforge.pipeline.training.fault import FaultInjection
-from lmforge.pipeline.training.job import TrainingJob
+from lmforge.pipeline.training.payload import TrainingPayload
+from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.trainer import PipelineTrainer
 from lmforge.pipeline.training.worker_entry import train_loop_per_worker
 
@@ -77,7 +77,7 @@ def run_pretraining(
         The summary holds steps, tokens, initial/final loss, the per-step losses, tokens/s
         and MFU. hf_export: also write the Hugging Face export (its format is in the summary).
     """
-    job = TrainingJob(
+    payload = TrainingPayload(
         model=model_cfg,
         train=train_cfg,
         data_dir=_location(data_dir),
@@ -92,7 +92,7 @@ def run_pretraining(
     name = run_name or f"pretrain-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     trainer = PipelineTrainer(
         train_loop_per_worker,
-        train_loop_config={"job": job},
+        train_loop_config={"payload": payload},
         scaling_config=scaling_config(train_cfg),
         run_config=RunConfig(
             name=name,

@@ -1,4 +1,4 @@
-"""The training job: everything a worker is given (`worker_entry.train_loop_per_worker`).
+"""The training payload: everything a worker is given (`worker_entry.train_loop_per_worker`).
 
 Light (no torch, no DeepSpeed): Ray Train's controller unpickles it with the entry point, before
 it starts any worker, and imports whatever its module imports.
@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lmforge.model.config import ModelConfig
-from lmforge.pipeline.training.config import TrainConfig
 from lmforge.pipeline.training.fault import FaultInjection
+from lmforge.pipeline.training.train_config import TrainConfig
 
 
 @dataclass(kw_only=True, slots=True)
-class TrainingJob:
+class TrainingPayload:
     """Everything a worker needs; small and picklable (the data is passed by location)."""
 
     model: ModelConfig
