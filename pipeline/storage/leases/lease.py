@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from lmforge.pipeline.errors import ConfigError
 from lmforge.pipeline.storage.leases.lease_files import LeaseFiles
 from lmforge.pipeline.storage.temporaries import current_owner, owner_alive
 
@@ -39,9 +40,32 @@ def lease_name(stage: str, key: str) -> str:
 @dataclass(frozen=True, slots=True)
 class LeaseSettings:
     renew_s: float = 10.0
-    """How often a holder renews its leases."""
+    """How often a holder renews its leases (`cluster.lease_renew_s`)."""
     expire_s: float = 60.0
-    """How long an observer waits without seeing a renewal before it takes a lease over."""
+    """How long an observer waits without seeing a renewal before it takes a lease over
+    (`cluster.lease_expiry_s`)."""
+
+    @classmethod
+    def from_cluster(cls, cluster: dict[str, Any]) -> LeaseSettings:
+        """From the `cluster` config section; a bad value fails naming its key."""
+        renew = _positive(cluster.get("lease_renew_s"), "cluster.lease_renew_s", cls.renew_s)
+        expire = _positive(cluster.get("lease_expiry_s"), "cluster.lease_expiry_s", cls.expire_s)
+        if expire <= renew:
+            raise ConfigError(
+                f"cluster.lease_expiry_s ({expire:g}) must be longer than cluster.lease_renew_s "
+                f"({renew:g}), or live holders lose their leases; raise it"
+            )
+        return cls(renew_s=renew, expire_s=expire)
+
+
+def describe_holder(holder: dict[str, Any]) -> str:
+    """`run R on host H (pid P) since HH:MM:SS`, for people (`since` on the holder's clock)."""
+    since = holder.get("since")
+    when = time.strftime("%H:%M:%S", time.localtime(since)) if since else "?"
+    return (
+        f"run {holder.get('run', '?')} on host {holder.get('host', '?')} "
+        f"(pid {holder.get('pid', '?')}) since {when}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +78,7 @@ class Held:
 
     def describe(self) -> str:
         """`run R on host H (pid P) since HH:MM:SS`, for people."""
-        since = self.holder.get("since")
-        when = time.strftime("%H:%M:%S", time.localtime(since)) if since else "?"
-        return (
-            f"run {self.holder.get('run', '?')} on host {self.holder.get('host', '?')} "
-            f"(pid {self.holder.get('pid', '?')}) since {when}"
-        )
+        return describe_holder(self.holder)
 
 
 @dataclass(slots=True)
@@ -72,25 +91,30 @@ class Lease:
     token: str
     lost: bool = False
     released: bool = False
+    _change: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    """Renewal (the background thread) and release (the runner) one at a time: a release with
+    the token a renewal is replacing would miss the record and leave it behind."""
 
     def renew(self) -> bool:
         """Raise the counter; False (and `lost`) when another process took the lease."""
-        if self.lost or self.released:
-            return not self.lost
-        body = dict(self.body, counter=int(self.body.get("counter", 0)) + 1)
-        token = self.files.replace(self.name, _encode(body), self.token)
-        if token is None:
-            self.lost = True
-            log.warning("lmforge: warning: lost the lease %s to another run", self.name)
-            return False
-        self.body, self.token = body, token
-        return True
+        with self._change:
+            if self.lost or self.released:
+                return not self.lost
+            body = dict(self.body, counter=int(self.body.get("counter", 0)) + 1)
+            token = self.files.replace(self.name, _encode(body), self.token)
+            if token is None:
+                self.lost = True
+                log.warning("lmforge: warning: lost the lease %s to another run", self.name)
+                return False
+            self.body, self.token = body, token
+            return True
 
     def release(self) -> None:
         """Give the lease up (nothing happens when it was lost meanwhile)."""
-        if not self.released and not self.lost:
-            self.files.delete(self.name, self.token)
-        self.released = True
+        with self._change:
+            if not self.released and not self.lost:
+                self.files.delete(self.name, self.token)
+            self.released = True
 
 
 @dataclass(slots=True)
@@ -185,6 +209,14 @@ class Leases:
                     lease.renew()
                 except Exception as exc:  # a store hiccup: the next round tries again
                     log.warning("lmforge: warning: could not renew %s: %s", lease.name, exc)
+
+
+def _positive(value: Any, key: str, default: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"{key} must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 def _encode(body: dict[str, Any]) -> bytes:

@@ -1,6 +1,6 @@
 """Lease records with compare-and-swap: the one primitive leases are built on.
 
-A lease record is a small JSON document under a name such as `clean/.lease-<key>.json`. Every
+A lease record is a small JSON document under a name such as `clean/.<key>.lease.json`. Every
 change is conditional on what the changer last read (its *token*), so two processes can never
 both believe they changed it from the same state:
 
@@ -219,18 +219,22 @@ class BucketLeaseFiles:
     def check_conditional_writes(self) -> None:
         """Refuse a bucket that does not honour `If-None-Match` and `If-Match`, in one line."""
         probe = f".lease-probe-{uuid.uuid4().hex[:12]}"
-        first = self.create(probe, b"{}")
+        refusal = ""
         try:
+            first = self.create(probe, b"{}")
             second = self.create(probe, b"{}") if first else None
             stale = self.replace(probe, b"[]", '"0000"') if first else None
+            honoured = first is not None and second is None and stale is None
+        except LmforgeError as exc:  # a server that rejects the conditional headers themselves
+            honoured, refusal = False, f" ({exc})"
         finally:
             with contextlib.suppress(Exception):
                 self.client.delete_object(Bucket=self.bucket, Key=self._key(probe))
-        if first is None or second is not None or stale is not None:
+        if not honoured:
             raise LmforgeError(
                 f"the bucket of {self.root} does not honour conditional writes (If-None-Match, "
-                "If-Match), which runs sharing a store need to claim its stages; use a store "
-                "that does (AWS S3, MinIO, Ceph RGW) or give each run a store of its own"
+                f"If-Match){refusal}, which runs sharing a store need to claim its stages; use "
+                "a store that does (AWS S3, MinIO, Ceph RGW) or give each run a store of its own"
             )
 
     def _unreachable(self, exc: Exception) -> LmforgeError:
