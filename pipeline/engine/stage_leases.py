@@ -67,12 +67,13 @@ def wait_line(stage: str, holder: dict[str, Any]) -> str:
     return f"{stage:<16} waiting  for {describe_holder(holder)} to finish it"
 
 
-def wait_exceeded(stage: str, holder: dict[str, Any], limit_s: float) -> str:
-    """The one-line error of a run that waited `limit_s` seconds for `stage`'s lease."""
+def wait_exceeded(holder: dict[str, Any], limit_s: float) -> str:
+    """Why a run gave up a stage after waiting `limit_s` seconds for its lease (the runner
+    names the stage)."""
     return (
-        f"stage {stage!r} is being computed by {describe_holder(holder)} and this run waited "
-        f"--lease-wait {limit_s:g}s for it; run again once that run is done (its artifact is "
-        "then a cache hit), stop that run, or wait longer (--lease-wait SECONDS, or none)"
+        f"{describe_holder(holder)} is computing it, longer than --lease-wait {limit_s:g}s; run "
+        "again once that run is done (its artifact is then a cache hit), stop that run, or "
+        "wait longer (--lease-wait SECONDS; cluster.lease_wait_s=null waits as long as it lives)"
     )
 
 
@@ -107,7 +108,7 @@ class StageLeases:
             self._announced.pop(stage, None)
             return got
         if self.wait_s is not None and got.waited_s >= self.wait_s:
-            raise LeaseWaitExceeded(wait_exceeded(stage, got.holder, self.wait_s))
+            raise LeaseWaitExceeded(wait_exceeded(got.holder, self.wait_s))
         who = tuple(got.holder.get(name) for name in HOLDER_FIELDS)
         if self._announced.get(stage) != who:
             self._announced[stage] = who

@@ -37,19 +37,25 @@ def lease_name(stage: str, key: str) -> str:
     return f"{stage}/.{key}{LEASE_SUFFIX}"
 
 
+DEFAULT_RENEW_S = 10.0
+DEFAULT_EXPIRE_S = 60.0
+
+
 @dataclass(frozen=True, slots=True)
 class LeaseSettings:
-    renew_s: float = 10.0
+    renew_s: float = DEFAULT_RENEW_S
     """How often a holder renews its leases (`cluster.lease_renew_s`)."""
-    expire_s: float = 60.0
+    expire_s: float = DEFAULT_EXPIRE_S
     """How long an observer waits without seeing a renewal before it takes a lease over
     (`cluster.lease_expiry_s`)."""
 
     @classmethod
     def from_cluster(cls, cluster: dict[str, Any]) -> LeaseSettings:
         """From the `cluster` config section; a bad value fails naming its key."""
-        renew = _positive(cluster.get("lease_renew_s"), "cluster.lease_renew_s", cls.renew_s)
-        expire = _positive(cluster.get("lease_expiry_s"), "cluster.lease_expiry_s", cls.expire_s)
+        renew = _positive(cluster.get("lease_renew_s"), "cluster.lease_renew_s", DEFAULT_RENEW_S)
+        expire = _positive(
+            cluster.get("lease_expiry_s"), "cluster.lease_expiry_s", DEFAULT_EXPIRE_S
+        )
         if expire <= renew:
             raise ConfigError(
                 f"cluster.lease_expiry_s ({expire:g}) must be longer than cluster.lease_renew_s "

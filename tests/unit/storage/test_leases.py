@@ -136,3 +136,34 @@ def test_a_bucket_that_ignores_conditional_writes_is_refused_in_one_line(s3_in_e
 def test_a_store_without_conditional_writes_of_ours_is_named():
     with pytest.raises(LmforgeError, match="s3://"):
         open_lease_files("gs://bucket/store")
+
+
+def test_a_bucket_that_rejects_the_conditional_headers_is_refused_in_one_line(s3_in_env):
+    from botocore.exceptions import ClientError
+
+    files = BucketLeaseFiles("s3://lmforge/rejects")
+    original = files.client.put_object
+
+    def rejecting(**kwargs):  # what a server that does not implement them answers
+        if "IfNoneMatch" in kwargs or "IfMatch" in kwargs:
+            error = {"Code": "NotImplemented", "Message": "A header you provided implies "
+                     "functionality that is not implemented"}  # fmt: skip
+            raise ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 501}}, "Put")
+        return original(**kwargs)
+
+    files.client.put_object = rejecting
+    with pytest.raises(LmforgeError) as refused:
+        files.check_conditional_writes()
+    assert "does not honour conditional writes" in str(refused.value)
+    assert "NotImplemented" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_release_while_a_renewal_is_under_way_leaves_no_record(tmp_path):
+    files = LocalLeaseFiles(tmp_path / "store")
+    for _ in range(60):  # renewals every millisecond, released at any point of one
+        leases = Leases(files, "holder", LeaseSettings(renew_s=0.001, expire_s=60))
+        lease = leases.acquire(NAME)
+        time.sleep(0.002)
+        leases.release(lease)
+        leases.close()
+        assert files.read(NAME) is None
