@@ -31,7 +31,7 @@ def test_a_directory_without_manifest_does_not_exist(tmp_path):
     assert not store.exists("clean", "abc")
 
 
-def test_a_rebuild_of_a_key_keeps_the_previous_artifact(tmp_path):
+def test_recommitting_a_key_keeps_the_previous_artifact(tmp_path):
     store = ArtifactStore(tmp_path)
     first = store.begin("clean", "abc")
     (first / "v").write_text("1")

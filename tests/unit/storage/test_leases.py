@@ -139,9 +139,8 @@ def test_a_store_without_conditional_writes_of_ours_is_named():
 
 
 def test_a_bucket_that_rejects_the_conditional_headers_is_refused_in_one_line(s3_in_env):
-    from botocore.exceptions import ClientError
-
     files = BucketLeaseFiles("s3://lmforge/rejects")
+    ClientError = files.client.exceptions.ClientError
     original = files.client.put_object
 
     def rejecting(**kwargs):  # what a server that does not implement them answers
