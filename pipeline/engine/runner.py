@@ -347,8 +347,8 @@ class _Runner:
         duration = time.time() - self._started[name]
         try:
             result = ray.get(ref)
-        except Exception as exc:
-            self.leases.release(name)  # RayTaskError wraps the stage's exception; keep its cause
+        except Exception as exc:  # RayTaskError wraps the stage's exception; keep its cause
+            self.leases.release(name)
             cause = getattr(exc, "cause", None) or exc
             text = str(cause).strip()
             message = redact_text(
