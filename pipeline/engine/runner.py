@@ -116,6 +116,7 @@ class _Runner:
             command=request.command,
             stages=[StageRecord(stage=n, key=plan.stages[n].key) for n in plan.order],
         )
+        self._absent_when_waiting: dict[str, bool] = {}
         self.leases = StageLeases(
             str(cluster.get("store_uri") or workdir.store),
             self.record.run_id,
@@ -268,6 +269,9 @@ class _Runner:
             log.error("%-16s FAILED   %s", name, exc)
             return True
         if isinstance(claim, Held):
+            if self._appeared(name):  # committed by the holder, which has not let go yet
+                self._reuse(name)
+                return True
             holder = holder_record(claim.holder)
             if self.record.stage(name).holder != holder:
                 self._set(name, holder=holder)
@@ -276,6 +280,20 @@ class _Runner:
             self.leases.release(name)
             self.plan.stages[name].action = "cached"
             self._reuse(name)
+        return True
+
+    def _appeared(self, name: str) -> bool:
+        """Whether the artifact of a stage that was absent when it began to wait is committed
+        now (a copy being rebuilt is waited for until its holder lets go of the lease)."""
+        if name in self.plan.force:
+            return False
+        absent = self._absent_when_waiting.setdefault(name, not self._committed(name))
+        if not absent or not self._committed(name):
+            return False
+        if not committed_since(self.plan, self.dag.stages[name], self.store):
+            self._absent_when_waiting[name] = False  # not usable here: wait for the lease
+            return False
+        self.plan.stages[name].action = "cached"
         return True
 
     def _readiness(self, name: str) -> str:

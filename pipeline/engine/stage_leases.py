@@ -3,9 +3,10 @@ of all the runs sharing a store (one workdir, a shared path, a bucket) one compu
 the others take its artifact from the cache.
 
 A run that finds a key claimed waits without holding up its other stages: it looks again every
-`poll_s` seconds, says once per holder what it waits for (`wait_line`), and takes the lease when
-the holder releases it (then finds the artifact committed: a cache hit) or dies without
-committing (then computes the stage, resuming its finished tasks). Past `--lease-wait` it gives
+`poll_s` seconds, says once per holder what it waits for (`wait_line`), takes the artifact as a
+cache hit once the holder has committed it (the runner looks at the store while it waits), and
+takes the lease over when the holder dies or fails without committing (then computes the stage,
+resuming its finished tasks). Past `--lease-wait` it gives
 up on that stage in one line (`LeaseWaitExceeded`). See `storage/leases` for the records.
 """
 

@@ -76,8 +76,13 @@ def table_states(output: str) -> dict[str, str]:
     """Each stage's state in the status table a run printed at its end."""
     lines = output.splitlines()
     start = max(i for i, line in enumerate(lines) if line.startswith("stage "))
-    rows = [line.split() for line in lines[start + 1 : start + 1 + len(STAGES)]]
-    return {row[0]: row[2] for row in rows}
+    states = {}
+    for line in lines[start + 1 :]:
+        row = line.split()
+        if not row or row[0] not in STAGES:
+            return states
+        states[row[0]] = row[2]
+    return states
 
 
 def assert_each_stage_ran_once(outputs: list[str]) -> None:
@@ -176,24 +181,48 @@ def test_a_killed_holders_lease_is_taken_over_once_expired_and_its_tasks_resumed
     assert_nothing_left(workdir / "store")
 
 
-def test_a_stage_held_past_lease_wait_fails_in_one_line_naming_its_holder(tmp_path, corpus):
+def test_a_stage_a_live_run_holds_is_waited_for_until_its_artifact_appears(tmp_path, corpus):
+    """Past `--lease-wait`: one line naming the holder. Without a limit: the run waits, `status`
+    names the holder, and the artifact is a cache hit once committed, before the holder lets go
+    of the lease."""
     workdir = tmp_path / "runs"
     args = pipeline(corpus, workdir, until="clean")
     key = plan_for(RunRequest(compose(args[3:])))[1].stages["clean"].key
-    holder = Leases(LocalLeaseFiles(workdir / "store"), run="the-other-run")
-    lease = holder.acquire(lease_name("clean", key))  # held by this live process
-    assert isinstance(lease, Lease)
+    files = LocalLeaseFiles(workdir / "store")
+    holder = Leases(files, run="the-other-run")
+    assert isinstance(holder.acquire(lease_name("clean", key)), Lease)  # this live process
     try:
         with in_process_ray():
             failed = lmforge_here(*args, "--lease-wait", "2", check=False)
+            # The holder's artifact, made in a store of its own and committed here by a rename
+            # (as its commit would be), while this process still holds the lease.
+            made = tmp_path / "holders-store"
+            lmforge_here(
+                *pipeline(corpus, tmp_path / "holder", f"cluster.store_uri={made}", until="clean")
+            )
+        assert failed.returncode != 0
+        errors = [line for line in failed.stdout.splitlines() if line.startswith("lmforge:")]
+        assert len(errors) == 1 and errors[0].startswith("lmforge: error:"), failed.stdout
+        assert "stage 'clean'" in errors[0] and "run the-other-run" in errors[0]
+        assert f"(pid {os.getpid()})" in errors[0] and "--lease-wait 2s" in errors[0]
+        assert status(workdir)["clean"]["state"] == "failed"
+
+        waiting = subprocess.Popen(
+            [*LMFORGE, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        deadline = time.time() + 300
+        while (status(workdir)["clean"].get("holder") or {}).get("run") != "the-other-run":
+            assert waiting.poll() is None, waiting.stdout.read()
+            assert time.time() < deadline, "the run never showed whom it waits for"
+            time.sleep(0.2)
+        assert status(workdir)["clean"]["holder"]["pid"] == os.getpid()
+        os.rename(made / "clean" / key, workdir / "store" / "clean" / key)
+        output = waiting.communicate(timeout=300)[0]
+        assert waiting.returncode == 0, output
+        assert table_states(output) == {"clean": "cached"}
+        assert files.read(lease_name("clean", key)) is not None, "the holder still held it"
     finally:
         holder.close()
-    assert failed.returncode != 0
-    errors = [line for line in failed.stdout.splitlines() if line.startswith("lmforge: error:")]
-    assert len(errors) == 1, failed.stdout
-    assert "stage 'clean'" in errors[0] and "run the-other-run" in errors[0]
-    assert f"(pid {os.getpid()})" in errors[0] and "--lease-wait 2s" in errors[0]
-    assert status(workdir)["clean"]["state"] == "failed"
     assert_nothing_left(workdir / "store")
 
 
