@@ -106,3 +106,26 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, mode: int =
     """Write `data` (text as UTF-8) as the whole content of `path`, atomically and durably."""
     with AtomicFile(path, mode=mode) as out:
         out.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def create_exclusive(path: str | os.PathLike[str], data: bytes) -> bool:
+    """Create `path` holding `data`, whole and on disk, only if no file has that name: True when
+    this call created it, False when it existed (another process won). The file appears whole:
+    it is written under a temporary name and hard-linked into place, which fails rather than
+    replaces."""
+    path = Path(path)
+    partial = partial_name(path)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(partial, path)
+        except FileExistsError:
+            return False
+        fsync_dir(path.parent)
+        return True
+    finally:
+        partial.unlink(missing_ok=True)

@@ -57,7 +57,13 @@ def _headline(config: dict, workdir: Workdir, key: str) -> list[str]:
 
 
 def run(args: argparse.Namespace, config: dict) -> int:
-    request = RunRequest(config=config, command="run", until=args.until, verify=args.verify)
+    request = RunRequest(
+        config=config,
+        command="run",
+        until=args.until,
+        verify=args.verify,
+        lease_wait_s=args.lease_wait,
+    )
     record = run_pipeline(request)
     return _finish(record, _workdir(config), config)
 
@@ -69,6 +75,7 @@ def rerun(args: argparse.Namespace, config: dict) -> int:
         rerun=args.stage,
         downstream=args.downstream,
         verify=args.verify,
+        lease_wait_s=args.lease_wait,
     )
     return _finish(run_pipeline(request), _workdir(config), config)
 

@@ -1,7 +1,7 @@
 """The `lmforge` command line (see README.md).
 
-lmforge run [--until STAGE] [--verify] [preset=tiny] [workdir=DIR] [key=value ...]
-lmforge rerun STAGE [--downstream] [--verify] [key=value ...]
+lmforge run [--until STAGE] [--verify] [--lease-wait S] [preset=tiny] [workdir=DIR] [key=value ...]
+lmforge rerun STAGE [--downstream] [--verify] [--lease-wait S] [key=value ...]
 lmforge status [--json] [--run ID]
 lmforge dag | ui | sample "PROMPT" | tokenize-text "TEXT"
 """
@@ -28,6 +28,13 @@ EXTENSION_MODULES = ("lmforge.pipeline.cluster.ray_jobs", "lmforge.pipeline.cli.
 VERIFY_HELP = "check the sha256 of every cached file before reusing it (sizes are always checked)"
 
 
+def add_lease_wait(parser: argparse.ArgumentParser) -> None:
+    """`--lease-wait SECONDS`, on every command that runs the pipeline."""
+    from lmforge.pipeline.engine.stage_leases import LEASE_WAIT_HELP
+
+    parser.add_argument("--lease-wait", type=float, metavar="SECONDS", help=LEASE_WAIT_HELP)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lmforge", description="Raw text to an evaluated LM.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -40,11 +47,13 @@ def _parser() -> argparse.ArgumentParser:
     run = with_overrides(sub.add_parser("run", help="run the pipeline, reusing cached stages"))
     run.add_argument("--until", metavar="STAGE", help="stop after STAGE")
     run.add_argument("--verify", action="store_true", help=VERIFY_HELP)
+    add_lease_wait(run)
     rerun = sub.add_parser("rerun", help="recompute STAGE even if cached")
     rerun.add_argument("stage")
     with_overrides(rerun)
     rerun.add_argument("--downstream", action="store_true", help="also recompute its descendants")
     rerun.add_argument("--verify", action="store_true", help=VERIFY_HELP)
+    add_lease_wait(rerun)
     rerun.add_argument("--address", help="submit the rerun as a Ray Job (http://HEAD:8265)")
     rerun.add_argument("--no-wait", action="store_true", help="with --address: do not follow logs")
     status = with_overrides(sub.add_parser("status", help="state of the latest pipeline run"))

@@ -67,6 +67,8 @@ def pipeline_entrypoint(args: argparse.Namespace, overrides: list[str] | None = 
         command += ["run", *overrides]
         command += ["--until", args.until] if args.until else []
     command += ["--verify"] if getattr(args, "verify", False) else []
+    lease_wait = getattr(args, "lease_wait", None)
+    command += ["--lease-wait", f"{lease_wait:g}"] if lease_wait is not None else []
     command += ["--ray-address", "auto"]
     return shlex.join(command)
 

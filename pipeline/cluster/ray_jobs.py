@@ -1,6 +1,7 @@
 """Cluster subcommands: `submit`, `jobs`, `logs`, `stop` against a Ray cluster's Jobs API.
 
-lmforge submit --address http://HEAD:8265 workdir=/shared/runs [--until STAGE] [key=value ...]
+lmforge submit --address http://HEAD:8265 workdir=/shared/runs [--until STAGE] [--lease-wait S]
+               [key=value ...]
 lmforge submit --address http://HEAD:8265 --rerun STAGE [--downstream] workdir=/shared/runs
 lmforge jobs | logs JOB [--follow] | stop JOB   (each with --address)
 
@@ -29,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lmforge.pipeline.cluster.job_payload import job_payload
+from lmforge.pipeline.engine.stage_leases import LEASE_WAIT_HELP
 from lmforge.pipeline.errors import LmforgeError
 from lmforge.pipeline.redaction import redact_text
 
@@ -45,6 +47,7 @@ def register(sub, with_overrides) -> None:
     submit.add_argument("--rerun", metavar="STAGE", help="submit `lmforge rerun STAGE` instead")
     submit.add_argument("--downstream", action="store_true", help="with --rerun: descendants too")
     submit.add_argument("--verify", action="store_true", help="check sha256 of cached files")
+    submit.add_argument("--lease-wait", type=float, metavar="SECONDS", help=LEASE_WAIT_HELP)
     submit.add_argument("--no-wait", action="store_true", help="print the job id and return")
     submit.add_argument("--image", help="container image with lmforge installed (image_uri)")
     submit.add_argument("--job-id", help="submission id (default: lmforge-<time>-<random>)")
@@ -201,6 +204,7 @@ def rerun_as_submit(args: argparse.Namespace) -> argparse.Namespace:
         rerun=args.stage,
         downstream=args.downstream,
         verify=args.verify,
+        lease_wait=getattr(args, "lease_wait", None),
         until=None,
         overrides=list(args.overrides),
         no_wait=getattr(args, "no_wait", False),

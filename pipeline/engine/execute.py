@@ -51,6 +51,9 @@ class StageTask:
     """Block size and node cache (`cluster.store_block_mb`, `cluster.cache`); None: defaults."""
     pipeline_run: str = ""
     """The pipeline run's id (its Ray Train storage is a directory of its own)."""
+    rebuild: bool = False
+    """Replace an artifact committed under this key (a rerun, a damaged or too small copy);
+    otherwise one found committed at the commit is kept and this attempt's output dropped."""
 
 
 def load_stages() -> dict:
@@ -115,7 +118,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             "duration_s": round(finished - started, 3),
             "estimate": estimate,
         }
-        final = store.commit(tmp, task.stage, task.key, manifest, ctx.written)
+        final = store.commit(tmp, task.stage, task.key, manifest, ctx.written, rebuild=task.rebuild)
     except BaseException as exc:
         store.abort(tmp)
         try:

@@ -39,9 +39,25 @@ class StagePlan:
 class Plan:
     stages: dict[str, StagePlan] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
+    force: frozenset[str] = frozenset()
+    """Stages recomputed even when cached (`rerun`)."""
+    verify: bool = False
 
     def to_run(self) -> list[str]:
         return [name for name in self.order if self.stages[name].action == "run"]
+
+
+def committed_since(plan: Plan, spec: StageSpec, store: ArtifactStore) -> bool:
+    """Whether a stage planned to run finds its artifact committed and usable now, under its
+    lease (another run computed it since the plan was made): then it is a cache hit. A damaged
+    or too small copy was reported when the plan was made, and is not again."""
+    stage_plan = plan.stages[spec.name]
+    if spec.name in plan.force:
+        return False
+    key = stage_plan.key
+    return _usable(store, spec.name, key, plan.verify, warn=False) and _covers(
+        store, spec, key, stage_plan.typed_config, say=False
+    )
 
 
 def make_plan(
@@ -55,7 +71,7 @@ def make_plan(
 ) -> Plan:
     """Keys for the selected stages and, for each, whether its artifact is already committed."""
     order = dag.upto(until) if until else list(dag.order)
-    plan = Plan(order=order)
+    plan = Plan(order=order, force=frozenset(force), verify=verify)
     for name in order:
         spec = dag.stages[name]
         sections = {path: section(config, path) for path in spec.config_sections}
@@ -78,7 +94,7 @@ def make_plan(
     return plan
 
 
-def _usable(store: ArtifactStore, name: str, key: str, verify: bool) -> bool:
+def _usable(store: ArtifactStore, name: str, key: str, verify: bool, warn: bool = True) -> bool:
     """Whether the committed artifact of `name` can be reused; warns when it is damaged."""
     try:
         if not store.exists(name, key):
@@ -86,7 +102,7 @@ def _usable(store: ArtifactStore, name: str, key: str, verify: bool) -> bool:
         problem = store.verify(name, key, full=verify)
     except LmforgeError as exc:
         problem = str(exc)
-    if problem:
+    if problem and warn:
         log.warning(
             "lmforge: warning: cached %s artifact %s is corrupt (%s); recomputing it, the damaged "
             "copy is kept under %s/.replaced/",
@@ -98,17 +114,18 @@ def _usable(store: ArtifactStore, name: str, key: str, verify: bool) -> bool:
     return problem is None
 
 
-def _covers(store: ArtifactStore, spec: StageSpec, key: str, typed: Any) -> bool:
+def _covers(store: ArtifactStore, spec: StageSpec, key: str, typed: Any, say: bool = True) -> bool:
     """Whether a committed artifact holds as much as this run needs (see `StageSpec.covers`)."""
     if spec.covers is None:
         return True
     manifest = store.manifest(spec.name, key) or {}
     if spec.covers(manifest.get("summary", {}), typed):
         return True
-    log.info(
-        "lmforge: %s artifact %s covers less than this run needs (%s); it is rebuilt larger",
-        spec.name,
-        key,
-        ", ".join(spec.sizing),
-    )
+    if say:
+        log.info(
+            "lmforge: %s artifact %s covers less than this run needs (%s); it is rebuilt larger",
+            spec.name,
+            key,
+            ", ".join(spec.sizing),
+        )
     return False

@@ -34,6 +34,8 @@ class StageRecord:
     duration_s: float | None = None
     error: str | None = None
     warning: str | None = None
+    holder: dict[str, Any] | None = None
+    """While the stage runs or waits: the run holding its lease (run, host, pid, since)."""
 
 
 @dataclass(slots=True)

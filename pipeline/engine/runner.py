@@ -17,8 +17,14 @@ from lmforge.pipeline.engine.dag import Dag
 from lmforge.pipeline.engine.driver import HEARTBEAT_TAG, HeartbeatWatch, driver_tags, this_driver
 from lmforge.pipeline.engine.driver_watch import DriverWatch, kill_runs_of_dead_drivers
 from lmforge.pipeline.engine.execute import StageTask, execute_stage, load_stages
-from lmforge.pipeline.engine.plan import Plan, make_plan
+from lmforge.pipeline.engine.plan import Plan, committed_since, make_plan
 from lmforge.pipeline.engine.run_records import PipelineRecord, RecordBook, StageRecord
+from lmforge.pipeline.engine.stage_leases import (
+    LeaseWaitExceeded,
+    StageLeases,
+    holder_record,
+    wait_limit,
+)
 from lmforge.pipeline.engine.tracking import (
     check_reachable,
     client,
@@ -29,10 +35,11 @@ from lmforge.pipeline.engine.tracking import (
     resolve_tracking_uri,
     store_creation_lock,
 )
-from lmforge.pipeline.engine.workdir import Workdir, WorkdirLock
+from lmforge.pipeline.engine.workdir import Workdir
 from lmforge.pipeline.errors import LmforgeError, StageFailed
 from lmforge.pipeline.redaction import redact_text
 from lmforge.pipeline.storage.artifact_store import open_store
+from lmforge.pipeline.storage.leases.lease import Held, LeaseSettings
 from lmforge.pipeline.storage.settings import StoreSettings
 
 log = logging.getLogger("lmforge")
@@ -49,6 +56,9 @@ class RunRequest:
     downstream: bool = False
     verify: bool = False
     """Check the sha256 of every file of every cache hit, not only sizes."""
+    lease_wait_s: float | None = None
+    """`--lease-wait`: how long to wait for a stage another run computes (None: the config's
+    `cluster.lease_wait_s`)."""
 
 
 def plan_for(request: RunRequest) -> tuple[Dag, Plan, Workdir]:
@@ -76,8 +86,7 @@ def run_pipeline(request: RunRequest) -> PipelineRecord:
     dag, plan, workdir = plan_for(request)
     run_local_checks(plan, request.config["cluster"])
     workdir.create()
-    with WorkdirLock(workdir):
-        return _Runner(request, dag, plan, workdir).run()
+    return _Runner(request, dag, plan, workdir).run()
 
 
 def run_local_checks(plan: Plan, cluster: dict) -> None:
@@ -115,6 +124,13 @@ class _Runner:
         self.heartbeats = HeartbeatWatch()
         self.driver_watch: DriverWatch | None = None
         self.ray_storage: str | None = None
+        self._absent_when_waiting: dict[str, bool] = {}
+        self.leases = StageLeases(
+            str(cluster.get("store_uri") or workdir.store),
+            self.record.run_id,
+            LeaseSettings.from_cluster(cluster),
+            wait_limit(cluster, request.lease_wait_s),
+        )
 
     def run(self) -> PipelineRecord:
         try:
@@ -153,6 +169,8 @@ class _Runner:
         except BaseException:
             self._mark_killed()
             raise
+        finally:
+            self.leases.close()
         failed = [s for s in self.record.stages if s.state == "failed"]
         self.record.state = "failed" if failed else "finished"
         self.record.finished_at = time.time()
@@ -247,27 +265,77 @@ class _Runner:
         return run.info.run_id
 
     def _walk(self) -> None:
+        """Launch each stage once its inputs are there, under its lease; a stage whose lease
+        another run holds waits for it without holding up the others."""
         pending = list(self.plan.order)
         running: dict[Any, str] = {}
         while pending or running:
+            waiting = False
             for name in list(pending):
                 state = self._readiness(name)
                 if state == "wait":
                     continue
-                pending.remove(name)
                 if state == "skip":
+                    pending.remove(name)
                     self._set(name, state="skipped", error="an upstream stage failed")
                 elif self.plan.stages[name].action == "cached":
+                    pending.remove(name)
                     self._reuse(name)
+                elif self._claim(name):
+                    pending.remove(name)
+                    if self.record.stage(name).state == "pending":
+                        running[self._launch(name)] = name
                 else:
-                    running[self._launch(name)] = name
+                    waiting = True
             if not running:
+                if waiting:
+                    self.leases.pause()
                 continue
             import ray
 
-            done, _ = ray.wait(list(running), num_returns=1)
+            timeout = self.leases.poll_s if waiting else None
+            done, _ = ray.wait(list(running), num_returns=1, timeout=timeout)
             for ref in done:
                 self._collect(running.pop(ref), ref)
+
+    def _claim(self, name: str) -> bool:
+        """Take the lease on a stage to run; False while another run holds it. Under the
+        lease the store is looked at again: a stage another run committed meanwhile is a cache
+        hit (its lease given up at once). A wait past `--lease-wait` fails the stage."""
+        key = self.plan.stages[name].key
+        try:
+            claim = self.leases.claim(name, key)
+        except LeaseWaitExceeded as exc:
+            self._set(name, state="failed", error=str(exc), holder=None)
+            log.error("%-16s FAILED   %s", name, exc)
+            return True
+        if isinstance(claim, Held):
+            if self._appeared(name):  # committed by the holder, which has not let go yet
+                self._reuse(name)
+                return True
+            holder = holder_record(claim.holder)
+            if self.record.stage(name).holder != holder:
+                self._set(name, holder=holder)
+            return False
+        if committed_since(self.plan, self.dag.stages[name], self.store):
+            self.leases.release(name)
+            self.plan.stages[name].action = "cached"
+            self._reuse(name)
+        return True
+
+    def _appeared(self, name: str) -> bool:
+        """Whether the artifact of a stage that was absent when it began to wait is committed
+        now (a copy being rebuilt is waited for until its holder lets go of the lease)."""
+        if name in self.plan.force:
+            return False
+        absent = self._absent_when_waiting.setdefault(name, not self._committed(name))
+        if not absent or not self._committed(name):
+            return False
+        if not committed_since(self.plan, self.dag.stages[name], self.store):
+            self._absent_when_waiting[name] = False  # not usable here: wait for the lease
+            return False
+        self.plan.stages[name].action = "cached"
+        return True
 
     def _readiness(self, name: str) -> str:
         states = [self.record.stage(u).state for u in self.dag.stages[name].inputs]
@@ -286,7 +354,11 @@ class _Runner:
         run_id = self._child_run(name, cached=True, source_run_id=source)
         self.mlflow.set_terminated(run_id, status="FINISHED")
         self._set(
-            name, state="cached", artifact=str(self.store.path(name, key)), mlflow_run_id=run_id
+            name,
+            state="cached",
+            artifact=str(self.store.path(name, key)),
+            mlflow_run_id=run_id,
+            holder=None,
         )
         log.info("%-16s cached   %s", name, key)
 
@@ -309,6 +381,7 @@ class _Runner:
             mlflow_run_id=run_id,
             store=self.settings,
             pipeline_run=self.record.run_id,
+            rebuild=name in self.plan.force or self._committed(name),
         )
         cpus = spec.cpus_of(stage_plan.typed_config) if spec.cpus_of else spec.num_cpus
         remote = ray.remote(execute_stage).options(
@@ -318,11 +391,19 @@ class _Runner:
             name=f"stage:{name}",
             **task_environment(),
         )
-        self._set(name, state="running", mlflow_run_id=run_id)
+        self._set(name, state="running", mlflow_run_id=run_id, holder=self.leases.holder(name))
         self._started = getattr(self, "_started", {})
         self._started[name] = time.time()
         log.info("%-16s running  %s", name, stage_plan.key)
         return remote.remote(task)
+
+    def _committed(self, name: str) -> bool:
+        """Whether the store holds an artifact of the stage's key (damaged, or too small, as
+        it is to run): its commit then replaces it."""
+        try:
+            return self.store.exists(name, self.plan.stages[name].key)
+        except LmforgeError:  # a manifest that does not parse
+            return True
 
     def _collect(self, name: str, ref) -> None:
         import ray
@@ -331,6 +412,7 @@ class _Runner:
         try:
             result = ray.get(ref)
         except Exception as exc:  # RayTaskError wraps the stage's exception; keep its cause
+            self.leases.release(name)
             cause = getattr(exc, "cause", None) or exc
             text = str(cause).strip()
             message = redact_text(
@@ -341,9 +423,16 @@ class _Runner:
                 return
             if run_id and self.mlflow.get_run(run_id).info.status == "RUNNING":
                 self.mlflow.set_terminated(run_id, status="FAILED")
-            self._set(name, state="failed", error=message[:500], duration_s=round(duration, 2))
+            self._set(
+                name,
+                state="failed",
+                error=message[:500],
+                duration_s=round(duration, 2),
+                holder=None,
+            )
             log.error("%-16s FAILED   %s", name, message[:300])
             return
+        self.leases.release(name)
         warning = result.get("warning")
         self._set(
             name,
@@ -351,6 +440,7 @@ class _Runner:
             artifact=result["artifact"],
             duration_s=round(duration, 2),
             warning=warning,
+            holder=None,
         )
         log.info("%-16s ran      %.1fs", name, duration)
         if warning:
@@ -373,6 +463,7 @@ class _Runner:
         if not run_id or not manifest or manifest.get("mlflow_run_id") != run_id:
             return False
         _quietly(close_producing_run, self.mlflow, run_id)
+        self.leases.release(name)
         warning = f"its process failed after committing the artifact ({message[:300]})"
         self._set(
             name,
@@ -380,6 +471,7 @@ class _Runner:
             artifact=str(self.store.path(name, key)),
             duration_s=round(duration, 2),
             warning=warning,
+            holder=None,
         )
         log.info("%-16s ran      %.1fs", name, duration)
         log.warning("lmforge: warning: %s: %s", name, warning)
@@ -394,6 +486,7 @@ class _Runner:
     def _mark_killed(self) -> None:
         """On Ctrl-C or any driver crash, every open run becomes KILLED, never FINISHED."""
         for stage in self.record.stages:
+            stage.holder = None
             if stage.state in ("running", "pending"):
                 stage.state = "killed"
                 if stage.mlflow_run_id:

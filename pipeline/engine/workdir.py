@@ -1,9 +1,8 @@
-"""The workdir layout and its lock: one live pipeline per workdir at a time."""
+"""The workdir layout. Several pipelines may run in one workdir at once: each stage's key is
+claimed by a lease before it is computed (`engine/stage_leases`), so none is computed twice."""
 
 from __future__ import annotations
 
-import fcntl
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,33 +44,3 @@ class Workdir:
                 "give a directory you can write to"
             ) from exc
         return self
-
-
-class WorkdirLock:
-    """An exclusive flock on `<workdir>/.lock`, released by the kernel even on SIGKILL."""
-
-    def __init__(self, workdir: Workdir) -> None:
-        self.path = workdir.root / ".lock"
-        self._fd: int | None = None
-
-    def __enter__(self) -> WorkdirLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            os.close(fd)
-            raise LmforgeError(
-                f"another lmforge pipeline is running in {self.path.parent}; wait for it to "
-                "finish or use another workdir=DIR"
-            ) from exc
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._fd = fd
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None

@@ -1,4 +1,4 @@
-"""The artifact store: `<workdir>/store/<stage>/<key>/`, committed atomically.
+"""The artifact store: `<workdir>/store/<stage>/<key>/`, committed atomically and only once.
 
 A stage and its tasks (on any node: the store path is shared) write into a temporary directory
 beside the artifact's final place, `.tmp-<key>`; each file written through `ctx.output`
@@ -125,15 +125,22 @@ class ArtifactStore:
         key: str,
         manifest: dict[str, Any],
         entries: Sequence[dict[str, Any]] = (),
+        *,
+        rebuild: bool = False,
     ) -> Path:
         """Write the manifest last, fsync everything and rename `tmp` into place.
 
         `entries`: manifest entries of the files the tasks wrote (`ctx.add_files`); only the
-        other files are read to hash them. An existing committed artifact is never overwritten
-        silently: it is moved to `<stage>/.replaced/<key>-<time>/` first (a rerun, or a cached
-        copy found corrupt).
+        other files are read to hash them. A commit adds an artifact that is not there: an
+        intact one committed meanwhile (by a run that held the key's lease before this one)
+        is kept and `tmp` dropped. Only a `rebuild` (a rerun, a copy found corrupt or too small,
+        under the key's lease) replaces one, and never silently: the old copy is moved to
+        `<stage>/.replaced/<key>-<time>-<id>/` first.
         """
         final = self.path(stage, key)
+        if not rebuild and self.verify(stage, key) is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+            return final
         temporaries.release(tmp)
         (tmp / temporaries.RESUMABLE_MARKER).unlink(missing_ok=True)
         for partial in [p for p in tmp.rglob(f".*{PARTIAL}*") if p.is_file()]:

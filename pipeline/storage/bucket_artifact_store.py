@@ -155,9 +155,16 @@ class RemoteArtifactStore:
         key: str,
         manifest: dict[str, Any],
         entries: Sequence[dict[str, Any]] = (),
+        *,
+        rebuild: bool = False,
     ) -> str:
         """Upload the staged files, check the tasks' files are all there, then publish the
-        manifest; an earlier manifest of the key is kept under `.replaced/`."""
+        manifest. As locally, an intact artifact committed meanwhile is kept (this attempt's
+        staging dropped) unless this is a `rebuild`, whose earlier manifest is kept under
+        `.replaced/`."""
+        if not rebuild and self.verify(stage, key) is None:
+            self.abort(tmp)
+            return self.path(stage, key)
         output = self.output(tmp)
         temporaries.release(tmp)
         own = self._upload_staged(tmp, output, f"uploading {stage}/{key}")
@@ -165,7 +172,7 @@ class RemoteArtifactStore:
         self._check_written(output, files)
         previous = self.manifest(stage, key)
         if previous is not None:
-            stamp = time.strftime("%Y%m%d-%H%M%S")
+            stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
             kept = dict(previous, data_uri=self.data_uri(stage, key, previous))
             replaced = f"{stage}/.replaced/{key}-{stamp}/{MANIFEST}"
             self.files.write_bytes(replaced, manifest_bytes(kept))

@@ -29,14 +29,14 @@ def store(s3, tmp_path, monkeypatch):
 
 
 def _commit(store, content=b"0123456789") -> str:
-    """Commit `clean/abc` with one file written by a 'task' through the output; the object key
-    of that file in the bucket."""
+    """Commit (or rebuild) `clean/abc` with one file written by a 'task' through the output;
+    the object key of that file in the bucket."""
     tmp = store.begin("clean", "abc")
     output = store.output(tmp)
     with output.open("part-0.parquet") as handle:
         handle.write(content)
     (tmp / "datasheet.md").write_text("written by the stage itself")
-    store.commit(tmp, "clean", "abc", {}, [handle.entry])
+    store.commit(tmp, "clean", "abc", {}, [handle.entry], rebuild=True)
     prefix = store.manifest("clean", "abc")["data_prefix"]
     return f"store/clean/abc/{prefix}/part-0.parquet"
 
@@ -114,11 +114,25 @@ def test_a_rerun_writes_beside_the_committed_files_and_keeps_the_old_manifest(st
         handle.write(b"second run!")
     assert store.manifest("clean", "abc") == first_manifest  # untouched until the commit
     assert client.get_object(Bucket=BUCKET, Key=first)["Body"].read() == b"first run"
-    store.commit(tmp, "clean", "abc", {}, [handle.entry])
+    store.commit(tmp, "clean", "abc", {}, [handle.entry], rebuild=True)
     assert (store.open_input("clean", "abc") / "part-0.parquet").read_bytes() == b"second run!"
     listed = client.list_objects_v2(Bucket=BUCKET, Prefix="store/clean/.replaced/")["Contents"]
     kept = json.loads(client.get_object(Bucket=BUCKET, Key=listed[0]["Key"])["Body"].read())
     assert kept["data_uri"] == f"s3://lmforge/{first.rsplit('/', 1)[0]}"
+
+
+def test_a_commit_of_a_key_committed_meanwhile_keeps_the_first_manifest(store, s3):
+    _, client = s3
+    _commit(store, b"first run")
+    first_manifest = store.manifest("clean", "abc")
+    tmp = store.begin("clean", "abc")
+    with store.output(tmp).open("part-0.parquet") as handle:
+        handle.write(b"late run")
+    store.commit(tmp, "clean", "abc", {}, [handle.entry])
+    assert store.manifest("clean", "abc") == first_manifest
+    assert not tmp.exists()
+    listed = client.list_objects_v2(Bucket=BUCKET, Prefix="store/clean/.replaced/")
+    assert "Contents" not in listed, "nothing set aside: nothing was replaced"
 
 
 def test_a_file_a_task_reported_but_never_wrote_fails_the_commit(store):

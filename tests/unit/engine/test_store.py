@@ -38,7 +38,32 @@ def test_recommitting_a_key_keeps_the_previous_artifact(tmp_path):
     store.commit(first, "clean", "abc", {})
     second = store.begin("clean", "abc")
     (second / "v").write_text("2")
-    final = store.commit(second, "clean", "abc", {})
+    final = store.commit(second, "clean", "abc", {}, rebuild=True)
     assert (final / "v").read_text() == "2"
     kept = list((tmp_path / "clean" / ".replaced").glob("abc-*/v"))
     assert [p.read_text() for p in kept] == ["1"]
+
+
+def test_a_commit_of_a_key_committed_meanwhile_keeps_the_first_and_moves_nothing(tmp_path):
+    store = ArtifactStore(tmp_path)
+    first = store.begin("clean", "abc")
+    (first / "v").write_text("1")
+    store.commit(first, "clean", "abc", {})
+    second = store.begin("clean", "abc")
+    (second / "v").write_text("2")
+    final = store.commit(second, "clean", "abc", {})
+    assert (final / "v").read_text() == "1", "the artifact others may be reading stays"
+    assert not second.exists(), "the late attempt's files are dropped"
+    assert not (tmp_path / "clean" / ".replaced").exists()
+
+
+def test_a_commit_over_a_damaged_copy_replaces_it_without_a_rebuild_flag(tmp_path):
+    store = ArtifactStore(tmp_path)
+    first = store.begin("clean", "abc")
+    (first / "v").write_text("1")
+    store.commit(first, "clean", "abc", {})
+    (tmp_path / "clean" / "abc" / "v").write_text("damaged")
+    second = store.begin("clean", "abc")
+    (second / "v").write_text("2")
+    assert (store.commit(second, "clean", "abc", {}) / "v").read_text() == "2"
+    assert len(list((tmp_path / "clean" / ".replaced").glob("abc-*/v"))) == 1

@@ -136,3 +136,14 @@ def test_verify_reaches_the_submitted_run():
     for args in (jobs.rerun_as_submit(rerun), _submit_args("--verify", "workdir=/shared/runs")):
         parsed = _parser().parse_args(shlex.split(job_payload.pipeline_entrypoint(args))[3:])
         assert parsed.verify
+
+
+def test_lease_wait_reaches_the_submitted_run():
+    rerun = _parser().parse_args(["rerun", "pretrain", "--lease-wait", "90"])
+    rerun.overrides, rerun.address = ["workdir=/shared/runs"], "http://head:8265"
+    submit = _submit_args("--lease-wait", "2.5", "workdir=/shared/runs")
+    for args, seconds in ((jobs.rerun_as_submit(rerun), 90.0), (submit, 2.5)):
+        parsed = _parser().parse_args(shlex.split(job_payload.pipeline_entrypoint(args))[3:])
+        assert parsed.lease_wait == seconds
+    plain = _parser().parse_args(shlex.split(job_payload.pipeline_entrypoint(_submit_args()))[3:])
+    assert plain.lease_wait is None, "no flag: the run takes cluster.lease_wait_s"

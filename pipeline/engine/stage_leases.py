@@ -1,0 +1,138 @@
+"""The runner's leases on stage keys: a run claims a stage's key before it launches the stage, so
+of all the runs sharing a store (one workdir, a shared path, a bucket) one computes each key and
+the others take its artifact from the cache.
+
+A run that finds a key claimed waits without holding up its other stages: it looks again every
+`poll_s` seconds, says once per holder what it waits for (`wait_line`), takes the artifact as a
+cache hit once the holder has committed it (the runner looks at the store while it waits), and
+takes the lease over when the holder dies or fails without committing (then computes the stage,
+resuming its finished tasks). Past `--lease-wait` it gives
+up on that stage in one line (`LeaseWaitExceeded`). See `storage/leases` for the records.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from lmforge.pipeline.errors import ConfigError, LmforgeError
+from lmforge.pipeline.storage.leases.lease import (
+    Held,
+    Lease,
+    Leases,
+    LeaseSettings,
+    describe_holder,
+    lease_name,
+)
+from lmforge.pipeline.storage.leases.lease_files import open_lease_files
+
+log = logging.getLogger("lmforge")
+
+POLL_S = 1.0
+"""How often a run looks again at a lease another run holds (at most; less with a shorter
+`cluster.lease_renew_s`)."""
+LEASE_WAIT_HELP = (
+    "wait at most SECONDS for a stage another run is computing, then fail naming it "
+    "(default: cluster.lease_wait_s, no limit)"
+)
+HOLDER_FIELDS = ("run", "host", "pid", "since")
+"""What `lmforge status` shows of a lease's holder (`since`: seconds since the epoch)."""
+
+
+class LeaseWaitExceeded(LmforgeError):
+    """A live run held a stage's lease longer than this run would wait."""
+
+
+def wait_limit(cluster: dict[str, Any], flag: float | None = None) -> float | None:
+    """How long a run waits for a held lease: `--lease-wait` when given, else
+    `cluster.lease_wait_s`; None: as long as the holder lives."""
+    if flag is not None:
+        value, key = flag, "--lease-wait"
+    else:
+        value, key = cluster.get("lease_wait_s"), "cluster.lease_wait_s"
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ConfigError(f"{key} must be a number of seconds (0 or more), got {value!r}")
+    return float(value)
+
+
+def holder_record(holder: dict[str, Any]) -> dict[str, Any]:
+    """The part of a lease record that `status` shows."""
+    return {name: holder.get(name) for name in HOLDER_FIELDS}
+
+
+def wait_line(stage: str, holder: dict[str, Any]) -> str:
+    """The one line a run prints while it waits for another run's lease on `stage`."""
+    return f"{stage:<16} waiting  for {describe_holder(holder)} to finish it"
+
+
+def wait_exceeded(holder: dict[str, Any], limit_s: float) -> str:
+    """Why a run gave up a stage after waiting `limit_s` seconds for its lease (the runner
+    names the stage)."""
+    return (
+        f"{describe_holder(holder)} is computing it, longer than --lease-wait {limit_s:g}s; run "
+        "again once that run is done (its artifact is then a cache hit), stop that run, or "
+        "wait longer (--lease-wait SECONDS; cluster.lease_wait_s=null waits as long as it lives)"
+    )
+
+
+class StageLeases:
+    """The leases one run takes on the stage keys of its store, renewed in the background."""
+
+    def __init__(
+        self,
+        location: str,
+        run_id: str,
+        settings: LeaseSettings | None = None,
+        wait_s: float | None = None,
+    ) -> None:
+        """location: the store's path or URI (the lease records live beside its artifacts)."""
+        self.location = location
+        self.run_id = run_id
+        self.settings = settings or LeaseSettings()
+        self.wait_s = wait_s
+        self.poll_s = min(POLL_S, self.settings.renew_s)
+        self._leases: Leases | None = None
+        self._held: dict[str, Lease] = {}
+        self._announced: dict[str, tuple] = {}
+
+    def claim(self, stage: str, key: str) -> Lease | Held:
+        """The lease on `stage`'s `key`, or who holds it (announced once per holder); raises
+        `LeaseWaitExceeded` once this run has waited longer than `wait_s`."""
+        if self._leases is None:  # the bucket's probe only when a stage is to run
+            self._leases = Leases(open_lease_files(self.location), self.run_id, self.settings)
+        got = self._leases.acquire(lease_name(stage, key))
+        if isinstance(got, Lease):
+            self._held[stage] = got
+            self._announced.pop(stage, None)
+            return got
+        if self.wait_s is not None and got.waited_s >= self.wait_s:
+            raise LeaseWaitExceeded(wait_exceeded(got.holder, self.wait_s))
+        who = tuple(got.holder.get(name) for name in HOLDER_FIELDS)
+        if self._announced.get(stage) != who:
+            self._announced[stage] = who
+            log.info("%s", wait_line(stage, got.holder))
+        return got
+
+    def holder(self, stage: str) -> dict[str, Any] | None:
+        """This run's lease on `stage`, as `status` shows it; None when it holds none."""
+        lease = self._held.get(stage)
+        return None if lease is None else holder_record(lease.body)
+
+    def release(self, stage: str) -> None:
+        """Give up the lease on `stage` (after its commit or its failure)."""
+        lease = self._held.pop(stage, None)
+        if lease is not None and self._leases is not None:
+            self._leases.release(lease)
+
+    def close(self) -> None:
+        """Stop renewing and release every lease still held (the run ends, or fails)."""
+        self._held.clear()
+        if self._leases is not None:
+            self._leases.close()
+
+    def pause(self) -> None:
+        """Wait before looking at the held leases again."""
+        time.sleep(self.poll_s)
