@@ -37,7 +37,7 @@ test, which makes it, gets more than the suite's 900 s."""
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(DEMO_RUN_TIMEOUT_S)]
 
-STEPS, PHASE = 350, 20
+STEPS, PHASE = 500, 20
 """Training steps of the shorter run, and its last steps in the preset's sequence-level
 unlikelihood phase (the demo: 1250 and 300)."""
 
