@@ -121,14 +121,17 @@ class _Runner:
             stages=[StageRecord(stage=n, key=plan.stages[n].key) for n in plan.order],
             driver=this_driver(),
         )
-        self.heartbeats = HeartbeatWatch()
+        # A driver's heartbeat keeps the leases' timing: renewed every `cluster.lease_renew_s`,
+        # taken as dead after `cluster.lease_expiry_s` unchanged.
+        self.timing = LeaseSettings.from_cluster(cluster)
+        self.heartbeats = HeartbeatWatch(self.timing.expire_s)
         self.driver_watch: DriverWatch | None = None
         self.ray_storage: str | None = None
         self._absent_when_waiting: dict[str, bool] = {}
         self.leases = StageLeases(
             str(cluster.get("store_uri") or workdir.store),
             self.record.run_id,
-            LeaseSettings.from_cluster(cluster),
+            self.timing,
             wait_limit(cluster, request.lease_wait_s),
         )
 
@@ -218,7 +221,11 @@ class _Runner:
         self._log_params(self.parent_id, self.request.config)
         self.book.start(self.record)  # the first record: a run that never got here has none
         self.driver_watch = DriverWatch(
-            self.tracking_uri, self.experiment_id, self.parent_id, watch=self.heartbeats
+            self.tracking_uri,
+            self.experiment_id,
+            self.parent_id,
+            heartbeat_s=self.timing.renew_s,
+            watch=self.heartbeats,
         ).start()
 
     def _start_ray(self) -> None:
