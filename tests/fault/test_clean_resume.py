@@ -1,6 +1,7 @@
-"""A pipeline killed (SIGKILL, no chance to clean up) in the middle of `clean`: the next
-`lmforge run` reuses every read unit the dead run finished, filters only the others, and writes
-data files byte-identical to an uninterrupted run's."""
+"""A pipeline killed (SIGKILL to the driver's whole process group, no chance to clean up) in the
+middle of `clean`, in its filter step or in its near-duplicate step: the next `lmforge run`
+reuses every read unit and every dedup task the dead run finished, runs only the others, and
+writes data files byte-identical to an uninterrupted run's."""
 
 from __future__ import annotations
 
@@ -59,23 +60,45 @@ def settled_count(root: Path, pattern: str, quiet_s: float = 5.0) -> int:
     return count
 
 
-def test_a_killed_clean_resumes_from_its_finished_units(tmp_path, corpus):
-    killed = tmp_path / "killed"
-    proc = subprocess.Popen(
-        [*LMFORGE, "run", *args(corpus, killed)],
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, corpus) -> tuple[dict, dict[str, str]]:
+    """The clean summary and data files of a run that nothing interrupted."""
+    whole = tmp_path_factory.mktemp("whole")
+    lmforge("run", *args(corpus, whole))
+    finished = summary(whole, "clean")
+    assert finished["units_resumed"] == 0
+    assert set(finished["dedup_tasks_resumed"].values()) == {0}
+    files = data_files(whole)
+    assert any(p.startswith("train-") for p in files) and any("excluded" in p for p in files)
+    return finished, files
+
+
+def start_run(corpus: Path, workdir: Path) -> subprocess.Popen:
+    """`lmforge run` leading its own process group, as in a terminal."""
+    return subprocess.Popen(
+        [*LMFORGE, "run", *args(corpus, workdir)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
     )
+
+
+def kill_once(proc: subprocess.Popen, root: Path, pattern: str, at_least: int) -> None:
+    """SIGKILL the run's process group once `at_least` files match `pattern` under `root`."""
     deadline = time.time() + 300
-    markers = killed / "resume" / "clean"
-    while len(list(markers.glob("*/done/filter-*.json"))) < 3:
+    while len(list(root.glob(pattern))) < at_least:
         assert proc.poll() is None, proc.stdout.read()
-        assert time.time() < deadline, "no read unit finished within 5 minutes"
+        assert time.time() < deadline, f"no {pattern} within 5 minutes"
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
+
+
+def test_a_killed_clean_resumes_from_its_finished_units(tmp_path, corpus, uninterrupted):
+    killed = tmp_path / "killed"
+    markers = killed / "resume" / "clean"
+    kill_once(start_run(corpus, killed), markers, "*/done/filter-*.json", 3)
     finished = settled_count(markers, "*/done/filter-*.json")
     assert 3 <= finished < UNITS, "killed in the middle of the filter phase"
 
@@ -85,11 +108,29 @@ def test_a_killed_clean_resumes_from_its_finished_units(tmp_path, corpus):
     assert resumed["read_units"] == UNITS
     assert not list(markers.glob("*")), "the work directory goes once the artifact is committed"
 
-    whole = tmp_path / "whole"
-    lmforge("run", *args(corpus, whole))
-    uninterrupted = summary(whole, "clean")
-    assert uninterrupted["units_resumed"] == 0
-    files = data_files(whole)
-    assert any(p.startswith("train-") for p in files) and any("excluded" in p for p in files)
+    whole, files = uninterrupted
     assert data_files(killed) == files
-    assert resumed["dropped_by_reason"] == uninterrupted["dropped_by_reason"]
+    assert resumed["dropped_by_reason"] == whole["dropped_by_reason"]
+
+
+def test_a_driver_killed_in_the_near_duplicate_step_resumes_its_finished_tasks(
+    tmp_path, corpus, uninterrupted
+):
+    killed = tmp_path / "killed"
+    work = killed / "resume" / "clean"
+    kill_once(start_run(corpus, killed), work, "*/removals/edges-b*.npy", 1)
+    # A task's output is its marker: whole or absent (written under a temporary name).
+    edges = settled_count(work, "*/removals/edges-b*.npy")
+    exact = len(list(work.glob("*/removals/exact-*.npy")))
+    bands = 20  # conf/data/default.yaml's dedup.near.bands, one key range on this corpus
+    assert exact == 1 and 1 <= edges < bands, "killed in the middle of the near-duplicate step"
+
+    lmforge("run", *args(corpus, killed))
+    resumed = summary(killed, "clean")
+    assert resumed["units_resumed"] == UNITS, "every read unit was filtered before dedup began"
+    assert resumed["dedup_tasks_resumed"] == {"exact": exact, "near": edges, "resolve": 0}
+    assert not list(work.glob("*")), "the work directory goes once the artifact is committed"
+
+    whole, files = uninterrupted
+    assert data_files(killed) == files
+    assert resumed["dropped_by_reason"] == whole["dropped_by_reason"]

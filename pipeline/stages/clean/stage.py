@@ -141,12 +141,16 @@ def resolve_and_mark(
 
 
 def deduplicate(
-    cfg: DataConfig, dirs: CleanDirs, results: list, seconds: dict[str, float]
+    cfg: DataConfig,
+    dirs: CleanDirs,
+    results: list,
+    seconds: dict[str, float],
+    resumed: dict[str, int],
 ) -> dict[str, list[dict]]:
     """Exact, then near duplicates, as tasks over key ranges of the units' indexes on disk;
     leaves one remove list per unit that loses documents (`pipeline/dedup/`); returns the peak
     memory of each step's tasks (those this run ran: `task_rss_stats` of each) and adds each
-    step's wall seconds to `seconds`."""
+    step's wall seconds to `seconds` and its tasks an interrupted run finished to `resumed`."""
     import ray
 
     from lmforge.pipeline.dedup.exact import exact_partition
@@ -172,12 +176,13 @@ def deduplicate(
         exact = {str(work / f"exact-{p:05d}.npy"): lo_hi for p, lo_hi in enumerate(ranges)}
         exact_files = list(exact)
         exact_task = ray.remote(exact_partition).options(num_cpus=1)
-        peaks["exact"] = run_unfinished(
+        step = run_unfinished(
             "exact",
             exact_files,
             written,
             lambda out: exact_task.remote(dirs.index, units, *exact[out], out, shared=dirs),
-        ).ran
+        )
+        peaks["exact"], resumed["exact"] = step.ran, step.resumed
     seconds["exact"], started = time.perf_counter() - started, time.perf_counter()
     edge_files: list[str] = []
     if cfg.dedup.near.enabled:
@@ -189,22 +194,24 @@ def deduplicate(
         edge_files = list(near)
         band_task = ray.remote(band_partition).options(num_cpus=1)
         threshold = cfg.dedup.near.threshold
-        peaks["near"] = run_unfinished(
+        step = run_unfinished(
             "near",
             edge_files,
             written,
             lambda out: band_task.remote(
                 dirs.index, units, *near[out], exact_files, threshold, out, shared=dirs
             ),
-        ).ran
+        )
+        peaks["near"], resumed["near"] = step.ran, step.resumed
     seconds["near"], started = time.perf_counter() - started, time.perf_counter()
     resolve_task = ray.remote(resolve_and_mark).options(num_cpus=1)
-    peaks["resolve"] = run_unfinished(
+    step = run_unfinished(
         "resolve",
         [dirs.resolve_marker()],
         dirs.done_result,
         lambda marker: resolve_task.remote(marker, dirs, exact_files, edge_files),
-    ).results
+    )
+    peaks["resolve"], resumed["resolve"] = step.results, step.resumed
     seconds["resolve"] = time.perf_counter() - started
     return peaks
 
@@ -239,7 +246,11 @@ def clean(ctx: StageContext) -> dict:
     started = time.perf_counter()
     results = filter_all_units(cfg, dirs, ctx.output, units, counts)
     seconds = {"filter": time.perf_counter() - started}
-    peaks = {"filter": [asdict(r) for r in results], **deduplicate(cfg, dirs, results, seconds)}
+    dedup_resumed: dict[str, int] = {}
+    peaks = {
+        "filter": [asdict(r) for r in results],
+        **deduplicate(cfg, dirs, results, seconds, dedup_resumed),
+    }
     started = time.perf_counter()
     split_task = ray.remote(split_unit).options(num_cpus=1)
     split = run_unfinished(
@@ -312,6 +323,8 @@ def clean(ctx: StageContext) -> dict:
         # What the plan sized the read units by (compressed files at an estimated ratio).
         "planned_read_bytes": sum(piece.size for unit in units for piece in unit.pieces),
         "units_resumed": counts["units_resumed"],
+        # Dedup tasks an interrupted run had finished, by step (their outputs were reused).
+        "dedup_tasks_resumed": dedup_resumed,
         "read_nodes": len({r.node_id for r in results}),
         "coordinator_read_mb": _mb_since(read_at_start, bytes_read()),
         "dropped_by_reason": reasons,
