@@ -41,7 +41,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from clean_scale import cpu_busy_seconds, parse_size  # noqa: E402
+from clean_scale import parse_size  # noqa: E402
+
+from lmforge.pipeline.estimate.calibration.clean_in_process import cpu_busy_seconds  # noqa: E402
 
 SHAPE = {"n_layer": 2, "d_model": 64, "n_head": 4, "block_size": 64, "d_ff": 256}
 VOCAB = 2048
