@@ -10,7 +10,8 @@ from pathlib import Path
 
 from lmforge.pipeline.cli.status import status_json, status_table
 from lmforge.pipeline.engine.run_records import PipelineRecord, RecordBook
-from lmforge.pipeline.engine.runner import RunRequest, run_pipeline
+from lmforge.pipeline.engine.run_request import RunRequest
+from lmforge.pipeline.engine.runner import run_pipeline
 from lmforge.pipeline.engine.tracking import resolve_tracking_uri
 from lmforge.pipeline.engine.workdir import Workdir
 from lmforge.pipeline.errors import LmforgeError

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from lmforge.pipeline.cluster.process_stats import reset_peak_rss, task_peak_rss_bytes
-from lmforge.pipeline.engine.commit_fault import maybe_kill_after_commit
-from lmforge.pipeline.engine.stage import StageContext, registered_stages
+from lmforge.pipeline.engine.commit_fault import maybe_kill_after_commit, task_environment
+from lmforge.pipeline.engine.stage import StageContext, StageSpec, registered_stages
 from lmforge.pipeline.engine.tracking import RunTracker
 from lmforge.pipeline.errors import ArtifactError
 from lmforge.pipeline.estimate.measured import metrics as estimate_metrics
@@ -223,3 +223,26 @@ def _close_run(
     if not failures:
         return None
     return "artifact committed, but MLflow failed: " + "; ".join(failures)
+
+
+def remote_stage(spec: StageSpec, typed_config: Any):
+    """`execute_stage` as the Ray task of `spec`: its CPUs (`cpus_of` its config where it
+    declares one) and GPUs, never retried (a stage resumes its own tasks), named for it."""
+    import ray
+
+    cpus = spec.cpus_of(typed_config) if spec.cpus_of else spec.num_cpus
+    return ray.remote(execute_stage).options(
+        num_cpus=cpus,
+        num_gpus=spec.num_gpus,
+        max_retries=0,
+        name=f"stage:{spec.name}",
+        **task_environment(),
+    )
+
+
+def failure_message(exc: BaseException) -> str:
+    """One redacted line of a stage task's failure: the stage's own exception, which Ray's
+    `RayTaskError` carries as its cause."""
+    cause = getattr(exc, "cause", None) or exc
+    text = str(cause).strip()
+    return redact_text(f"{type(cause).__name__}: {text.splitlines()[-1] if text else ''}")

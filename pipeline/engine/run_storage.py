@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from typing import Any
 
 from lmforge.pipeline.storage.file_store import open_files
@@ -59,3 +60,16 @@ def sweep_dead(location: str) -> int:
             release(location, name.removesuffix(OWNER_SUFFIX))
             removed += 1
     return removed
+
+
+def claim_for_run(workdir: str, store_uri: str | None, run_id: str, driver: dict[str, Any]) -> str:
+    """The run's own Ray Train storage location, claimed for `driver` once the storage of dead
+    drivers' runs is removed."""
+    location = ray_storage(workdir, store_uri)
+    removed = sweep_dead(location)
+    if removed:
+        logging.getLogger("lmforge").info(
+            "removed the Ray Train storage of %d run(s) of a dead driver", removed
+        )
+    claim(location, run_id, driver)
+    return location

@@ -6,19 +6,23 @@ import logging
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from lmforge.pipeline.cluster.ray_runtime import ensure_ray, local_dashboard
 from lmforge.pipeline.engine import run_storage
-from lmforge.pipeline.engine.commit_fault import task_environment
 from lmforge.pipeline.engine.dag import Dag
-from lmforge.pipeline.engine.driver import HEARTBEAT_TAG, HeartbeatWatch, driver_tags, this_driver
-from lmforge.pipeline.engine.driver_watch import DriverWatch, kill_runs_of_dead_drivers
-from lmforge.pipeline.engine.execute import StageTask, execute_stage, load_stages
-from lmforge.pipeline.engine.plan import Plan, committed_since, make_plan
+from lmforge.pipeline.engine.driver import HeartbeatWatch, this_driver
+from lmforge.pipeline.engine.driver_watch import DriverWatch
+from lmforge.pipeline.engine.execute import StageTask, failure_message, remote_stage
+from lmforge.pipeline.engine.pipeline_runs import (
+    create_parent_run,
+    create_stage_run,
+    open_experiment,
+    quietly,
+)
+from lmforge.pipeline.engine.plan import Plan, committed_since
 from lmforge.pipeline.engine.run_records import PipelineRecord, RecordBook, StageRecord
+from lmforge.pipeline.engine.run_request import RunRequest, plan_for, run_local_checks
 from lmforge.pipeline.engine.stage_leases import (
     LeaseWaitExceeded,
     StageLeases,
@@ -27,58 +31,16 @@ from lmforge.pipeline.engine.stage_leases import (
 )
 from lmforge.pipeline.engine.tracking import (
     check_reachable,
-    client,
     close_producing_run,
-    default_artifact_location,
-    ensure_experiment,
-    redact,
     resolve_tracking_uri,
-    store_creation_lock,
 )
 from lmforge.pipeline.engine.workdir import Workdir
 from lmforge.pipeline.errors import LmforgeError, StageFailed
-from lmforge.pipeline.redaction import redact_text
 from lmforge.pipeline.storage.artifact_store import open_store
 from lmforge.pipeline.storage.leases.lease import Held, LeaseSettings
 from lmforge.pipeline.storage.settings import StoreSettings
 
 log = logging.getLogger("lmforge")
-
-
-@dataclass(slots=True)
-class RunRequest:
-    """What the user asked for."""
-
-    config: dict[str, Any]
-    command: str = "run"
-    until: str | None = None
-    rerun: str | None = None
-    downstream: bool = False
-    verify: bool = False
-    """Check the sha256 of every file of every cache hit, not only sizes."""
-    lease_wait_s: float | None = None
-    """`--lease-wait`: how long to wait for a stage another run computes (None: the config's
-    `cluster.lease_wait_s`)."""
-
-
-def plan_for(request: RunRequest) -> tuple[Dag, Plan, Workdir]:
-    """The DAG, the plan and the workdir for a request (no side effects beyond reading)."""
-    dag = Dag(load_stages())
-    workdir = Workdir(Path(request.config["workdir"]).expanduser().resolve())
-    force: set[str] = set()
-    if request.rerun:
-        dag.ancestors(request.rerun)  # validates the name
-        force.add(request.rerun)
-        if request.downstream:
-            force |= dag.descendants(request.rerun)
-    cluster = request.config["cluster"]
-    settings = StoreSettings.from_cluster(cluster, workdir.root)
-    store = open_store(cluster.get("store_uri"), workdir.root, settings)
-    store.check()
-    plan = make_plan(
-        dag, request.config, store, until=request.until, force=force, verify=request.verify
-    )
-    return dag, plan, workdir
 
 
 def run_pipeline(request: RunRequest) -> PipelineRecord:
@@ -87,20 +49,6 @@ def run_pipeline(request: RunRequest) -> PipelineRecord:
     run_local_checks(plan, request.config["cluster"])
     workdir.create()
     return _Runner(request, dag, plan, workdir).run()
-
-
-def run_local_checks(plan: Plan, cluster: dict) -> None:
-    """On a local runtime (no Ray address), each stage to run checks its config with its
-    `local_check` before MLflow or Ray start (about 15 s on two cores), so that a mistake it would
-    fail on once started (clean: a data path that matches no file) fails the run at once. A
-    cluster's stages check on the cluster."""
-    if cluster.get("ray_address"):
-        return
-    stages = load_stages()
-    for name in plan.to_run():
-        check = stages[name].local_check
-        if check is not None:
-            check(plan.stages[name].typed_config)
 
 
 class _Runner:
@@ -128,6 +76,7 @@ class _Runner:
         self.driver_watch: DriverWatch | None = None
         self.ray_storage: str | None = None
         self._absent_when_waiting: dict[str, bool] = {}
+        self._started: dict[str, float] = {}  # when each launched stage started
         self.leases = StageLeases(
             str(cluster.get("store_uri") or workdir.store),
             self.record.run_id,
@@ -143,7 +92,7 @@ class _Runner:
                 self.driver_watch.stop()
             if self.ray_storage is not None:  # interrupted, tasks may still write: see release
                 interrupted = self.record.state not in ("finished", "failed")
-                _quietly(
+                quietly(
                     run_storage.release,
                     self.ray_storage,
                     self.record.run_id,
@@ -153,8 +102,13 @@ class _Runner:
     def _run(self) -> PipelineRecord:
         self.book.mark_interrupted()
         self.store.sweep_temporaries()
-        if self.plan.to_run():
-            self._claim_ray_storage()
+        if self.plan.to_run():  # Ray Train's storage of this run's own
+            self.ray_storage = run_storage.claim_for_run(
+                str(self.workdir.root),
+                self.cluster.get("store_uri"),
+                self.record.run_id,
+                self.record.driver or {},
+            )
         check_reachable(self.tracking_uri)  # a server that is down fails before Ray starts
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lmforge-tracking") as pool:
             # MLflow's import and a new store's schema (5-6 s of the driver's CPU) overlap
@@ -184,41 +138,18 @@ class _Runner:
             raise StageFailed(f"stage {first.stage!r} failed: {first.error}")
         return self.record
 
-    def _claim_ray_storage(self) -> None:
-        """Ray Train's storage of this run's own, after removing that of dead drivers' runs."""
-        location = run_storage.ray_storage(str(self.workdir.root), self.cluster.get("store_uri"))
-        removed = run_storage.sweep_dead(location)
-        if removed:
-            log.info("removed the Ray Train storage of %d run(s) of a dead driver", removed)
-        run_storage.claim(location, self.record.run_id, self.record.driver or {})
-        self.ray_storage = location
-
     def _open_tracking(self) -> None:
-        """The MLflow side of a run's start: the experiment, the runs of dead drivers closed,
+        """The MLflow side of a run's start: the experiment (the runs of dead drivers closed),
         the parent run naming this driver with the config as its params, the run's record, and
         the driver's heartbeat."""
-        location = default_artifact_location(self.workdir.root, self.tracking_uri)
-        with store_creation_lock(self.tracking_uri):
-            self.mlflow = client(self.tracking_uri)
-            self.experiment_id = ensure_experiment(
-                self.mlflow, self.cluster.get("experiment", "lmforge"), location
-            )
-        stale = kill_runs_of_dead_drivers(self.mlflow, self.experiment_id, self.heartbeats)
-        if stale:
-            log.info("marked %d MLflow run(s) left RUNNING by a dead driver as KILLED", stale)
-        parent = self.mlflow.create_run(
-            self.experiment_id,
-            run_name=f"pipeline-{self.record.run_id}",
-            tags={
-                "lmforge.pipeline_run": self.record.run_id,
-                "lmforge.command": self.request.command,
-                **driver_tags(self.record.driver or {}),
-                HEARTBEAT_TAG: "0",
-            },
+        name = self.cluster.get("experiment", "lmforge")
+        self.mlflow, self.experiment_id = open_experiment(
+            self.tracking_uri, self.workdir.root, name, self.heartbeats
         )
-        self.parent_id = parent.info.run_id
+        self.parent_id = create_parent_run(
+            self.mlflow, self.experiment_id, self.record, self.request.command, self.request.config
+        )
         self.record.mlflow_run_id = self.parent_id
-        self._log_params(self.parent_id, self.request.config)
         self.book.start(self.record)  # the first record: a run that never got here has none
         self.driver_watch = DriverWatch(
             self.tracking_uri,
@@ -246,30 +177,17 @@ class _Runner:
         elif isinstance(exc, Exception):
             raise failure from None
 
-    def _log_params(self, run_id: str, params: dict[str, Any]) -> None:
-        from mlflow.entities import Param
-
-        flat = [Param(k, str(v)[:6000]) for k, v in redact(params).items()]
-        for start in range(0, len(flat), 100):
-            self.mlflow.log_batch(run_id, params=flat[start : start + 100])
-
     def _child_run(self, name: str, cached: bool, source_run_id: str | None) -> str:
-        stage_plan = self.plan.stages[name]
-        tags = {
-            "mlflow.parentRunId": self.parent_id,
-            "lmforge.stage": name,
-            "lmforge.cache_key": stage_plan.key,
-            "lmforge.inputs": ",".join(f"{k}={v}" for k, v in stage_plan.input_keys.items()),
-            "lmforge.cached": str(cached).lower(),
-            "lmforge.pipeline_run": self.record.run_id,
-        }
-        upstream_runs = {u: self.record.stage(u).mlflow_run_id for u in stage_plan.input_keys}
-        tags["lmforge.input_runs"] = ",".join(f"{k}={v}" for k, v in upstream_runs.items())
-        if source_run_id:
-            tags["lmforge.source_run_id"] = source_run_id
-        run = self.mlflow.create_run(self.experiment_id, run_name=name, tags=tags)
-        self._log_params(run.info.run_id, stage_plan.sections)
-        return run.info.run_id
+        return create_stage_run(
+            self.mlflow,
+            self.experiment_id,
+            self.parent_id,
+            self.record,
+            name,
+            self.plan.stages[name],
+            cached=cached,
+            source_run_id=source_run_id,
+        )
 
     def _walk(self) -> None:
         """Launch each stage once its inputs are there, under its lease; a stage whose lease
@@ -370,8 +288,6 @@ class _Runner:
         log.info("%-16s cached   %s", name, key)
 
     def _launch(self, name: str):
-        import ray
-
         spec = self.dag.stages[name]
         stage_plan = self.plan.stages[name]
         run_id = self._child_run(name, cached=False, source_run_id=None)
@@ -390,19 +306,10 @@ class _Runner:
             pipeline_run=self.record.run_id,
             rebuild=name in self.plan.force or self._committed(name),
         )
-        cpus = spec.cpus_of(stage_plan.typed_config) if spec.cpus_of else spec.num_cpus
-        remote = ray.remote(execute_stage).options(
-            num_cpus=cpus,
-            num_gpus=spec.num_gpus,
-            max_retries=0,
-            name=f"stage:{name}",
-            **task_environment(),
-        )
         self._set(name, state="running", mlflow_run_id=run_id, holder=self.leases.holder(name))
-        self._started = getattr(self, "_started", {})
         self._started[name] = time.time()
         log.info("%-16s running  %s", name, stage_plan.key)
-        return remote.remote(task)
+        return remote_stage(spec, stage_plan.typed_config).remote(task)
 
     def _committed(self, name: str) -> bool:
         """Whether the store holds an artifact of the stage's key (damaged, or too small, as
@@ -420,11 +327,7 @@ class _Runner:
             result = ray.get(ref)
         except Exception as exc:  # RayTaskError wraps the stage's exception; keep its cause
             self.leases.release(name)
-            cause = getattr(exc, "cause", None) or exc
-            text = str(cause).strip()
-            message = redact_text(
-                f"{type(cause).__name__}: {text.splitlines()[-1] if text else ''}"
-            )
+            message = failure_message(exc)
             run_id = self.record.stage(name).mlflow_run_id
             if self._committed_before_failing(name, run_id, message, duration):
                 return
@@ -440,20 +343,7 @@ class _Runner:
             log.error("%-16s FAILED   %s", name, message[:300])
             return
         self.leases.release(name)
-        warning = result.get("warning")
-        self._set(
-            name,
-            state="ran",
-            artifact=result["artifact"],
-            duration_s=round(duration, 2),
-            warning=warning,
-            holder=None,
-        )
-        log.info("%-16s ran      %.1fs", name, duration)
-        if warning:
-            log.warning("lmforge: warning: %s: %s", name, warning)
-            run_id = self.record.stage(name).mlflow_run_id
-            _quietly(close_producing_run, self.mlflow, run_id)
+        self._ran(name, result["artifact"], duration, result.get("warning"))
 
     def _committed_before_failing(
         self, name: str, run_id: str | None, message: str, duration: float
@@ -469,20 +359,25 @@ class _Runner:
             manifest = None
         if not run_id or not manifest or manifest.get("mlflow_run_id") != run_id:
             return False
-        _quietly(close_producing_run, self.mlflow, run_id)
-        self.leases.release(name)
         warning = f"its process failed after committing the artifact ({message[:300]})"
+        self._ran(name, str(self.store.path(name, key)), duration, warning)
+        return True
+
+    def _ran(self, name: str, artifact: str, duration: float, warning: str | None) -> None:
+        """The stage ran: recorded with its artifact; with a warning, its MLflow run (which
+        its task may have left open) is closed FINISHED."""
         self._set(
             name,
             state="ran",
-            artifact=str(self.store.path(name, key)),
+            artifact=artifact,
             duration_s=round(duration, 2),
             warning=warning,
             holder=None,
         )
         log.info("%-16s ran      %.1fs", name, duration)
-        log.warning("lmforge: warning: %s: %s", name, warning)
-        return True
+        if warning:
+            log.warning("lmforge: warning: %s: %s", name, warning)
+            quietly(close_producing_run, self.mlflow, self.record.stage(name).mlflow_run_id)
 
     def _set(self, name: str, **fields: Any) -> None:
         record = self.record.stage(name)
@@ -497,19 +392,8 @@ class _Runner:
             if stage.state in ("running", "pending"):
                 stage.state = "killed"
                 if stage.mlflow_run_id:
-                    _quietly(self.mlflow.set_terminated, stage.mlflow_run_id, status="KILLED")
+                    quietly(self.mlflow.set_terminated, stage.mlflow_run_id, status="KILLED")
         self.record.state = "killed"
         self.record.finished_at = time.time()
         self.book.save(self.record)
-        _quietly(self.mlflow.set_terminated, self.parent_id, status="KILLED")
-
-
-def _quietly(fn, *args, **kwargs) -> None:
-    try:
-        fn(*args, **kwargs)
-    except Exception as exc:  # best effort while shutting down; the next run fixes the rest
-        log.warning("could not update MLflow: %s", exc)
-
-
-def describe_failure(exc: LmforgeError) -> str:
-    return str(exc)
+        quietly(self.mlflow.set_terminated, self.parent_id, status="KILLED")

@@ -31,7 +31,7 @@ from cli_runner import (
 )
 
 from lmforge.pipeline.config_tree import compose
-from lmforge.pipeline.engine.runner import RunRequest, plan_for
+from lmforge.pipeline.engine.run_request import RunRequest, plan_for
 from lmforge.pipeline.engine.tracking import resolve_tracking_uri
 from lmforge.pipeline.storage.leases.lease import Lease, Leases, lease_name
 from lmforge.pipeline.storage.leases.lease_files import LocalLeaseFiles

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from lmforge.pipeline.config_tree import compose
-from lmforge.pipeline.engine.runner import RunRequest, plan_for, run_local_checks, run_pipeline
+from lmforge.pipeline.engine.run_request import RunRequest, plan_for, run_local_checks
+from lmforge.pipeline.engine.runner import run_pipeline
 from lmforge.pipeline.sources.files import SourceError, check_paths_match
 
 

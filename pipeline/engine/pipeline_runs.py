@@ -1,0 +1,103 @@
+"""The MLflow runs of a pipeline run: its experiment, its parent run and one nested run per
+stage, each with its lineage tags and its config as params."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from lmforge.pipeline.engine.driver import HEARTBEAT_TAG, HeartbeatWatch, driver_tags
+from lmforge.pipeline.engine.driver_watch import kill_runs_of_dead_drivers
+from lmforge.pipeline.engine.plan import StagePlan
+from lmforge.pipeline.engine.run_records import PipelineRecord
+from lmforge.pipeline.engine.tracking import (
+    client,
+    default_artifact_location,
+    ensure_experiment,
+    redact,
+    store_creation_lock,
+)
+
+log = logging.getLogger("lmforge")
+
+
+def open_experiment(
+    tracking_uri: str, workdir: Path, name: str, heartbeats: HeartbeatWatch
+) -> tuple[Any, str]:
+    """(client, experiment id) of `name`, made (with a new store's schema) under the store's
+    lock; the runs of drivers known to be dead are closed as KILLED."""
+    location = default_artifact_location(workdir, tracking_uri)
+    with store_creation_lock(tracking_uri):
+        mlflow = client(tracking_uri)
+        experiment_id = ensure_experiment(mlflow, name, location)
+    stale = kill_runs_of_dead_drivers(mlflow, experiment_id, heartbeats)
+    if stale:
+        log.info("marked %d MLflow run(s) left RUNNING by a dead driver as KILLED", stale)
+    return mlflow, experiment_id
+
+
+def log_params(mlflow, run_id: str, params: dict[str, Any]) -> None:
+    """`params` (redacted, values cut at MLflow's limit) in batches MLflow accepts."""
+    from mlflow.entities import Param
+
+    flat = [Param(k, str(v)[:6000]) for k, v in redact(params).items()]
+    for start in range(0, len(flat), 100):
+        mlflow.log_batch(run_id, params=flat[start : start + 100])
+
+
+def create_parent_run(
+    mlflow, experiment_id: str, record: PipelineRecord, command: str, config: dict[str, Any]
+) -> str:
+    """The pipeline run's parent run, naming its driver, with the whole config as params."""
+    parent = mlflow.create_run(
+        experiment_id,
+        run_name=f"pipeline-{record.run_id}",
+        tags={
+            "lmforge.pipeline_run": record.run_id,
+            "lmforge.command": command,
+            **driver_tags(record.driver or {}),
+            HEARTBEAT_TAG: "0",
+        },
+    )
+    log_params(mlflow, parent.info.run_id, config)
+    return parent.info.run_id
+
+
+def create_stage_run(
+    mlflow,
+    experiment_id: str,
+    parent_id: str,
+    record: PipelineRecord,
+    name: str,
+    stage_plan: StagePlan,
+    *,
+    cached: bool,
+    source_run_id: str | None,
+) -> str:
+    """A stage's nested run: its key, its inputs' keys and runs, whether it is a cache hit (and
+    the run that made the artifact), its config sections as params."""
+    tags = {
+        "mlflow.parentRunId": parent_id,
+        "lmforge.stage": name,
+        "lmforge.cache_key": stage_plan.key,
+        "lmforge.inputs": ",".join(f"{k}={v}" for k, v in stage_plan.input_keys.items()),
+        "lmforge.cached": str(cached).lower(),
+        "lmforge.pipeline_run": record.run_id,
+    }
+    upstream_runs = {u: record.stage(u).mlflow_run_id for u in stage_plan.input_keys}
+    tags["lmforge.input_runs"] = ",".join(f"{k}={v}" for k, v in upstream_runs.items())
+    if source_run_id:
+        tags["lmforge.source_run_id"] = source_run_id
+    run = mlflow.create_run(experiment_id, run_name=name, tags=tags)
+    log_params(mlflow, run.info.run_id, stage_plan.sections)
+    return run.info.run_id
+
+
+def quietly(fn, *args, **kwargs) -> None:
+    """Call an MLflow update on a best-effort basis (while shutting down): the next run fixes
+    what it could not."""
+    try:
+        fn(*args, **kwargs)
+    except Exception as exc:
+        log.warning("could not update MLflow: %s", exc)
