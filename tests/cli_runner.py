@@ -9,6 +9,7 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -125,3 +126,27 @@ def status(workdir: Path) -> dict[str, dict]:
 def summary(workdir: Path, stage: str) -> dict:
     entry = status(workdir)[stage]
     return json.loads((Path(entry["artifact"]) / "manifest.json").read_text())["summary"]
+
+
+def settled_count(root: Path, pattern: str, quiet_s: float = 5.0) -> int:
+    """How many files match once none has appeared for `quiet_s` (a task already running in a
+    Ray worker may still finish after its driver died)."""
+    count, since = -1, time.time()
+    while time.time() - since < quiet_s:
+        now = len(list(root.glob(pattern)))
+        if now != count:
+            count, since = now, time.time()
+        time.sleep(0.2)
+    return count
+
+
+def kill_once(proc: subprocess.Popen, root: Path, pattern: str, at_least: int = 1) -> None:
+    """SIGKILL the process group `proc` leads once `at_least` files match `pattern` under
+    `root` (within 5 minutes)."""
+    deadline = time.time() + 300
+    while len(list(root.glob(pattern))) < at_least:
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else proc.returncode
+        assert time.time() < deadline, f"no {pattern} within 5 minutes"
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import subprocess
 import time
 import uuid
@@ -24,8 +23,10 @@ from cli_runner import (
     LMFORGE,
     SMALL_MODEL,
     in_process_ray,
+    kill_once,
     lmforge,
     lmforge_here,
+    settled_count,
     small_corpus,
     status,
 )
@@ -158,13 +159,7 @@ def test_a_killed_holders_lease_is_taken_over_once_expired_and_its_tasks_resumed
         start_new_session=True,
     )
     markers = workdir / "resume" / "clean"
-    deadline = time.time() + 300
-    while not list(markers.glob("*/done/filter-*.json")):
-        assert killed.poll() is None, killed.stdout.read()
-        assert time.time() < deadline, "no read unit finished within 5 minutes"
-        time.sleep(0.02)
-    os.killpg(killed.pid, signal.SIGKILL)
-    killed.communicate(timeout=60)
+    kill_once(killed, markers, "*/done/filter-*.json")
     finished = settled_count(markers, "*/done/filter-*.json")
     (lease,) = (workdir / "store" / "clean").glob("*.lease.json")
     # As a holder on another node would look (its pid means nothing here): only the lease's
@@ -224,15 +219,3 @@ def test_a_stage_a_live_run_holds_is_waited_for_until_its_artifact_appears(tmp_p
     finally:
         holder.close()
     assert_nothing_left(workdir / "store")
-
-
-def settled_count(root: Path, pattern: str, quiet_s: float = 5.0) -> int:
-    """How many files match once none has appeared for `quiet_s` (a task already running in a
-    Ray worker may still finish after its driver died)."""
-    count, since = -1, time.time()
-    while time.time() - since < quiet_s:
-        now = len(list(root.glob(pattern)))
-        if now != count:
-            count, since = now, time.time()
-        time.sleep(0.2)
-    return count
