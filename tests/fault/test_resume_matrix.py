@@ -232,8 +232,9 @@ def test_two_ranks_on_one_node_resume_from_the_bucket(runs, reference, bucket):
 def test_compile_and_bf16_train_on_cpu_and_their_checkpoint_resumes(runs, tmp_path):
     # The GPU-only branches on CPU: `train.compile=true` (torch.compile through DeepSpeed's
     # `engine.compile()`) and `train.precision=bf16` (autocast); the loss falls, and a run whose
-    # max_steps is raised continues from the checkpoint the first run wrote.
-    options = {"compile": True, "precision": "bf16"}
+    # max_steps is raised continues from the checkpoint the first run wrote. One worker: each
+    # rank compiles the graph on its own, and a second would only double that work.
+    options = {"compile": True, "precision": "bf16", "num_workers": 1}
     checkpoints = tmp_path / "checkpoints"
     first = runs.train("compiled", train_config(max_steps=6, **options), checkpoint_dir=checkpoints)
     assert first["steps"] == 6 and first["resumed_from_step"] is None
