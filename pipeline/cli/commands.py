@@ -105,8 +105,9 @@ def status(args: argparse.Namespace, config: dict) -> int:
 def dag(args: argparse.Namespace, config: dict) -> int:
     from lmforge.pipeline.engine.dag import Dag
     from lmforge.pipeline.engine.execute import load_stages
+    from lmforge.pipeline.engine.source_instances import for_config
 
-    print(Dag(load_stages()).describe())
+    print(Dag(for_config(load_stages(), config)).describe())
     return 0
 
 
