@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from lmforge.pipeline.engine.stage import StageContext, stage
+from lmforge.pipeline.errors import LmforgeError
 from lmforge.pipeline.sources.data_config import DedupConfig
+from lmforge.pipeline.storage.location import is_bucket
 from lmforge.pipeline.typed_config import from_mapping
 
 PARTITION_DOCS = 1_000_000
@@ -41,16 +45,19 @@ def asks_for_it(config: dict) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Unit:
-    """One clean shard of one source: the `unit` part of its documents' nodes."""
+class Shard:
+    """One clean shard of one source; its index is the first part of its documents' nodes
+    (`index.node_of`)."""
 
     index: int
     rank: int
     source: str
-    path: str
+    path: Any
+    """The shard (an `ArtifactPath`: with a bucket, fetched by the task that reads it)."""
+    name: str
 
 
-def hash_unit(unit: Unit, cfg: DedupConfig, work: str) -> int:
+def hash_shard(shard: Shard, cfg: DedupConfig, work: str) -> int:
     """Exact hashes, band keys and signatures of one shard's documents into `work`; returns
     its rows."""
     import pyarrow.parquet as pq
@@ -58,8 +65,8 @@ def hash_unit(unit: Unit, cfg: DedupConfig, work: str) -> int:
     from lmforge.pipeline.filters.dedup_exact import ExactDeduplicator
     from lmforge.pipeline.filters.minhash import lsh_band_keys, minhash_signatures
 
-    texts = pq.read_table(unit.path, columns=["text"]).column(0).to_pylist()
-    out = Path(work) / f"u{unit.index:06d}"
+    texts = pq.read_table(os.fspath(shard.path), columns=["text"]).column(0).to_pylist()
+    out = Path(work) / f"s{shard.index:06d}"
     out.mkdir(parents=True, exist_ok=True)
     if cfg.exact.enabled:
         hasher = ExactDeduplicator(cfg.exact)
@@ -73,9 +80,9 @@ def hash_unit(unit: Unit, cfg: DedupConfig, work: str) -> int:
 
 
 def decide_range(
-    units: list[Unit], rows: list[int], cfg: DedupConfig, work: str, lo: int, hi: int, out: str
+    shards: list[Shard], rows: list[int], cfg: DedupConfig, work: str, lo: int, hi: int, out: str
 ) -> int:
-    """The (removed, kept) pairs of the keys in [lo, hi) of every unit into `out`; their count."""
+    """The (removed, kept) pairs of the keys in [lo, hi) of every shard into `out`; their count."""
     from lmforge.pipeline.dedup.across import (
         earlier_source_keeps,
         near_pairs,
@@ -85,18 +92,18 @@ def decide_range(
 
     def gathered(name: str, column: int | None):
         keys, nodes, ranks = [], [], []
-        for unit, n in zip(units, rows, strict=True):
+        for shard, n in zip(shards, rows, strict=True):
             if not n:
                 continue
-            array = np.load(Path(work) / f"u{unit.index:06d}" / name, mmap_mode="r")
+            array = np.load(Path(work) / f"s{shard.index:06d}" / name, mmap_mode="r")
             values = np.asarray(array if column is None else array[:, column])
             within = values >= np.uint64(lo)
             if hi < 1 << 64:
                 within &= values < np.uint64(hi)
             inside = np.flatnonzero(within)
             keys.append(values[inside])
-            nodes.append(node_of(unit.index, inside))
-            ranks.append(np.full(inside.size, unit.rank, dtype=np.int64))
+            nodes.append(node_of(shard.index, inside))
+            ranks.append(np.full(inside.size, shard.rank, dtype=np.int64))
         if not keys:
             return (np.empty(0, np.uint64), np.empty(0, np.int64), np.empty(0, np.int64))
         return np.concatenate(keys), np.concatenate(nodes), np.concatenate(ranks)
@@ -106,14 +113,14 @@ def decide_range(
         found.append(earlier_source_keeps(*gathered("exact.npy", None)))
     if cfg.near.enabled:
         signatures = {
-            u.index: np.load(Path(work) / f"u{u.index:06d}" / "signatures.npy", mmap_mode="r")
-            for u, n in zip(units, rows, strict=True)
+            u.index: np.load(Path(work) / f"s{u.index:06d}" / "signatures.npy", mmap_mode="r")
+            for u, n in zip(shards, rows, strict=True)
             if n
         }
 
         def rows_of(nodes: np.ndarray) -> np.ndarray:
-            unit, row = split_node(nodes)
-            return np.stack([signatures[int(u)][int(r)] for u, r in zip(unit, row, strict=True)])
+            shard, row = split_node(nodes)
+            return np.stack([signatures[int(u)][int(r)] for u, r in zip(shard, row, strict=True)])
 
         def similar(pairs: np.ndarray) -> np.ndarray:
             if not pairs.size:
@@ -151,49 +158,55 @@ def dedup_across(ctx: StageContext) -> dict:
     from lmforge.pipeline.sources.parquet_shards import shard_paths
 
     cfg: DedupConfig = ctx.config
-    units: list[Unit] = []
+    shards: list[Shard] = []
     for rank, (source, clean_dir) in enumerate(ctx.inputs_of("clean").items()):
         for split in SPLITS:
             for path in shard_paths(clean_dir, split):
                 if not path.name.endswith("-canaries.parquet"):
-                    units.append(Unit(len(units), rank, source, str(path)))
-    work = Path(ctx.shared_location("work", "dedup_across", ctx.key))
+                    shards.append(Shard(len(shards), rank, source, path, path.name))
+    where = ctx.shared_location("work", "dedup_across", ctx.key)
+    if is_bucket(where):
+        raise LmforgeError(
+            "dedup_across keeps its hashes in a shared directory, which a bucket store "
+            "(cluster.store_uri) does not give it yet; set data.dedup.across=false"
+        )
+    work = Path(where)
     shutil.rmtree(work, ignore_errors=True)
     try:
-        hasher = ray.remote(hash_unit).options(num_cpus=1)
-        rows = ray.get([hasher.remote(u, cfg, str(work)) for u in units])
+        hasher = ray.remote(hash_shard).options(num_cpus=1)
+        rows = ray.get([hasher.remote(u, cfg, str(work)) for u in shards])
         ranges = key_ranges(max(1, math.ceil(sum(rows) / PARTITION_DOCS)))
         decider = ray.remote(decide_range).options(num_cpus=1)
         outs = [str(work / f"pairs-{p:05d}.npy") for p in range(len(ranges))]
         ray.get(
             [
-                decider.remote(units, rows, cfg, str(work), lo, hi, out)
+                decider.remote(shards, rows, cfg, str(work), lo, hi, out)
                 for (lo, hi), out in zip(ranges, outs, strict=True)
             ]
         )
         pairs = first_kept(np.concatenate([np.load(o, allow_pickle=False) for o in outs]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    removed_unit, removed_row = split_node(pairs[:, 0])
-    kept_unit, kept_row = split_node(pairs[:, 1])
+    removed_shard, removed_row = split_node(pairs[:, 0])
+    kept_shard, kept_row = split_node(pairs[:, 1])
     per_source = {
-        s: {"docs": 0, "removed": 0} for s in dict.fromkeys(u.source for u in units)
+        s: {"docs": 0, "removed": 0} for s in dict.fromkeys(u.source for u in shards)
     }  # fmt: skip
-    for unit, n in zip(units, rows, strict=True):
-        per_source[unit.source]["docs"] += n
-        mine = np.sort(removed_row[removed_unit == unit.index])
+    for shard, n in zip(shards, rows, strict=True):
+        per_source[shard.source]["docs"] += n
+        mine = np.sort(removed_row[removed_shard == shard.index])
         if mine.size:
-            path = remove_list(ctx.out_dir, unit.source, Path(unit.path).name)
+            path = remove_list(ctx.out_dir, shard.source, shard.name)
             path.parent.mkdir(parents=True, exist_ok=True)
             np.save(path, mine.astype(np.int64))
-            per_source[unit.source]["removed"] += int(mine.size)
-    _write_duplicates(ctx.out_dir, units, removed_unit, removed_row, kept_unit, kept_row)
+            per_source[shard.source]["removed"] += int(mine.size)
+    _write_duplicates(ctx.out_dir, shards, removed_shard, removed_row, kept_shard, kept_row)
     for figures in per_source.values():
         figures["kept"] = figures["docs"] - figures["removed"]
     summary = {
         "sources": per_source,
         "removed": int(len(pairs)),
-        "shards": len(units),
+        "shards": len(shards),
         "key_ranges": len(ranges),
     }
     (ctx.out_dir / "dedup_across.json").write_text(json.dumps(summary, indent=2))
@@ -203,20 +216,20 @@ def dedup_across(ctx: StageContext) -> dict:
     return summary
 
 
-def _write_duplicates(out_dir, units, removed_unit, removed_row, kept_unit, kept_row) -> None:
+def _write_duplicates(out_dir, shards, removed_shard, removed_row, kept_shard, kept_row) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     def column(which: np.ndarray, attr: str) -> list:
-        return [getattr(units[int(u)], attr) for u in which]
+        return [getattr(shards[int(u)], attr) for u in which]
 
     table = pa.table(
         {
-            "source": column(removed_unit, "source"),
-            "shard": [Path(p).name for p in column(removed_unit, "path")],
+            "source": column(removed_shard, "source"),
+            "shard": column(removed_shard, "name"),
             "row": removed_row.astype(np.int64),
-            "kept_source": column(kept_unit, "source"),
-            "kept_shard": [Path(p).name for p in column(kept_unit, "path")],
+            "kept_source": column(kept_shard, "source"),
+            "kept_shard": column(kept_shard, "name"),
             "kept_row": kept_row.astype(np.int64),
         }
     )
