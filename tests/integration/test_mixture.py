@@ -101,6 +101,8 @@ def test_the_shares_drawn_are_the_weights_and_the_card_reports_each_source(two_r
     across = summary(workdir, "dedup_across")
     assert across["sources"]["code"]["removed"] == SHARED
     assert across["sources"]["prose"]["removed"] == 0
+    inspected = lmforge_here("inspect", "clean", f"workdir={workdir}").stdout
+    assert "# clean[prose]" in inspected and "# clean[code]" in inspected
     perplexity = summary(workdir, "perplexity")
     assert set(perplexity["sources"]) == {"prose", "code"}
     assert perplexity["mix_weights"] == pytest.approx({"prose": 0.4, "code": 0.6})

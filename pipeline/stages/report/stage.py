@@ -135,13 +135,14 @@ def _mixture(ctx: StageContext, m: dict, ppl: dict) -> tuple[str, Section, list[
         ["# Datasheet of the mixture", table, *(f"- {n}" for n in said), *sheets]
     )
     (ctx.out_dir / "datasheet.md").write_text(datasheet + "\n", encoding="utf-8")
-    added = {
-        k: sum(int(c.get(k, 0)) for c in clean.values())
-        for k in ("docs_in", "docs_out", "train_docs", "val_docs")
-    }
+    added = {"docs_in": sum(r.docs_in for r in rows), "docs_out": sum(r.docs_out for r in rows)}
+    added["removed_across_sources"] = sum(r.removed_across for r in rows)
     data = Section(
         "Data",
-        paragraphs=[f"A mixture of {len(rows)} sources, each cleaned on its own:"],
+        paragraphs=[
+            f"A mixture of {len(rows)} sources, each cleaned on its own (documents out: after "
+            "dedup across sources too):"
+        ],
         table=_table(added),
         bullets=[
             f"{s}: dropped {k}: {v}"
