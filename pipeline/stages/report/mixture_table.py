@@ -50,6 +50,23 @@ def mixture_rows(
     return rows
 
 
+def drawn_over(index: dict, positions: int) -> dict:
+    """`sample_index`'s summary with each source's draws and share over the first `positions`
+    positions, those the run trained on (an index is reused by a run of fewer steps than the
+    one that built it); the order's schedule decides them, so they are exact."""
+    from lmforge.pipeline.training.data.mixture import drawn_counts
+
+    parts = index.get("mixture", [])
+    if not parts or positions <= 0 or positions == index.get("run_positions"):
+        return index
+    counts = drawn_counts([p["weight"] for p in parts], positions)
+    parts = [
+        {**p, "draws": int(n), "share_drawn": int(n) / positions, "epochs": int(n) / p["windows"]}
+        for p, n in zip(parts, counts, strict=True)
+    ]
+    return {**index, "mixture": parts, "run_positions": positions}
+
+
 def why_off(row: SourceRow, positions: int) -> str | None:
     """Why a source's share drawn is more than `TOLERANCE` from its weight, or None."""
     if abs(row.share_drawn - row.share_asked) <= TOLERANCE:

@@ -118,11 +118,17 @@ def _mixture(ctx: StageContext, m: dict, ppl: dict) -> tuple[str, Section, list[
     """A mixture's datasheet (its table, then each source's own), its data section (the
     sources' counts added up) and its per-source sections; the datasheet is also written as
     `datasheet.md` beside the card."""
-    from lmforge.pipeline.stages.report.mixture_table import markdown_table, mixture_rows, notes
+    from lmforge.pipeline.stages.report.mixture_table import (
+        drawn_over,
+        markdown_table,
+        mixture_rows,
+        notes,
+    )
 
     clean = {s: man["summary"] for s, man in ctx.manifests_of("clean").items()}
     tokens = {s: man["summary"] for s, man in ctx.manifests_of("tokenize").items()}
-    index = m.get("sample_index", {})
+    batch = int(ctx.input_manifests["pretrain"]["config"]["train"].get("global_batch_size", 0))
+    index = drawn_over(m.get("sample_index", {}), int(m["pretrain"].get("steps", 0)) * batch)
     rows = mixture_rows(clean, tokens, m.get("dedup_across"), index)
     positions = int(index.get("run_positions", 0))
     table = markdown_table(rows)

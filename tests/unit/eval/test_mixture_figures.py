@@ -9,7 +9,12 @@ import math
 import pytest
 
 from lmforge.pipeline.stages.perplexity.stage import mix_of
-from lmforge.pipeline.stages.report.mixture_table import SourceRow, mixture_rows, notes
+from lmforge.pipeline.stages.report.mixture_table import (
+    SourceRow,
+    drawn_over,
+    mixture_rows,
+    notes,
+)
 
 
 def figures(loss: float, bpb: float, tokens: int) -> dict:
@@ -59,3 +64,16 @@ def test_a_share_more_than_a_point_off_its_weight_is_explained():
     row = SourceRow("a", 1, 1, 0, 1, 1.0, 0.5, 0.53, 0.1)
     (said,) = notes([row], 30)
     assert "a: drawn 0.530 for 0.500 asked" in said and "1/30" in said
+
+
+def test_the_shares_drawn_are_over_the_positions_the_run_trained_on():
+    parts = [
+        {"source": "a", "weight": 0.7, "windows": 100, "share_drawn": 0.7},
+        {"source": "b", "weight": 0.3, "windows": 10, "share_drawn": 0.3},
+    ]
+    index = {"mixture": parts, "run_positions": 1000}
+    assert drawn_over(index, 1000) is index
+    fewer = drawn_over(index, 7)
+    assert [p["draws"] for p in fewer["mixture"]] == [5, 2]
+    assert fewer["mixture"][1]["epochs"] == pytest.approx(0.2)
+    assert fewer["run_positions"] == 7
