@@ -105,8 +105,9 @@ def status(args: argparse.Namespace, config: dict) -> int:
 def dag(args: argparse.Namespace, config: dict) -> int:
     from lmforge.pipeline.engine.dag import Dag
     from lmforge.pipeline.engine.execute import load_stages
+    from lmforge.pipeline.engine.source_instances import for_config
 
-    print(Dag(load_stages()).describe())
+    print(Dag(for_config(load_stages(), config)).describe())
     return 0
 
 
@@ -164,8 +165,18 @@ def inspect_clean(args: argparse.Namespace, config: dict) -> int:
     """Sampled documents each filter removed, and duplicates with the document kept.
 
     Reads the records file by file, batch by batch, keeping counts and `--limit` rows per group,
-    so a corpus with a billion removals is inspected in bounded memory."""
-    artifact = _artifact(config, args.run, "clean")
+    so a corpus with a billion removals is inspected in bounded memory. In a mixture, each
+    source's `clean[<source>]` in turn."""
+    record = _record(config, args.run)
+    names = [e.stage for e in record.stages if e.stage.startswith("clean[")] or ["clean"]
+    for name in names:
+        if name != "clean":
+            print(f"# {name}")
+        _inspect_one(args, _artifact(config, args.run, name))
+    return 0
+
+
+def _inspect_one(args: argparse.Namespace, artifact: Path) -> None:
     wanted = args.filter
     counts: dict[tuple[str, str], int] = {}
     samples: dict[tuple[str, str], list[dict]] = {}
@@ -179,13 +190,12 @@ def inspect_clean(args: argparse.Namespace, config: dict) -> int:
             kept.append(row)
     if not counts:
         print(f"no document was removed{f' by {wanted}' if wanted else ''} in {artifact}")
-        return 0
+        return
     for group, n in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"== {group[0]} / {group[1]}: {n} documents")
         for row in samples[group]:
             snippet = " ".join(str(row["snippet"]).split())[:160]
             print(f"  {row['id']}: {snippet}")
-    return 0
 
 
 def _removal_records(artifact: Path):

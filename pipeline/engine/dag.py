@@ -12,7 +12,9 @@ class Dag:
     """Stages and their upstream edges, checked for unknown inputs and cycles."""
 
     def __init__(self, stages: Mapping[str, StageSpec]) -> None:
-        self.stages = dict(stages)
+        """A stage that exists only in a mixture (`in_mixture`) is left out: a mixture's DAG is
+        `source_instances.for_config`'s, which instantiates it."""
+        self.stages = {n: s for n, s in stages.items() if s.in_mixture is None or s.base}
         for spec in self.stages.values():
             for upstream in spec.inputs:
                 if upstream not in self.stages:

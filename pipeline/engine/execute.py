@@ -22,6 +22,7 @@ from typing import Any
 
 from lmforge.pipeline.cluster.process_stats import reset_peak_rss, task_peak_rss_bytes
 from lmforge.pipeline.engine.commit_fault import maybe_kill_after_commit, task_environment
+from lmforge.pipeline.engine.source_instances import SOURCES, base_name, source_of
 from lmforge.pipeline.engine.stage import StageContext, StageSpec, registered_stages
 from lmforge.pipeline.engine.tracking import RunTracker
 from lmforge.pipeline.errors import ArtifactError
@@ -65,7 +66,7 @@ def load_stages() -> dict:
 def execute_stage(task: StageTask) -> dict[str, Any]:
     """Run the stage, commit its artifact, finish its MLflow run; returns artifact and summary."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    spec = load_stages()[task.stage]
+    spec = load_stages()[base_name(task.stage)]
     settings = task.store or StoreSettings.defaults(Path(task.workdir))
     store = open_store(task.store_uri, Path(task.workdir), settings)
     tracker = RunTracker(task.tracking_uri, task.mlflow_run_id)
@@ -96,6 +97,8 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             output=store.output(tmp),
             store=settings,
             pipeline_run=task.pipeline_run,
+            source=source_of(task.stage),
+            sources=list(task.sections.get(SOURCES) or []),
         )
         summary = spec.fn(ctx) or {}
         finished = time.time()
@@ -156,7 +159,7 @@ def _estimate_record(
     from lmforge.pipeline.estimate.measured import cluster_now, directory_bytes, stage_record
 
     record = stage_record(
-        stage=task.stage,
+        stage=base_name(task.stage),
         sections=task.sections,
         summary=summary,
         input_manifests=input_manifests,

@@ -74,8 +74,9 @@ def make_plan(
     plan = Plan(order=order, force=frozenset(force), verify=verify)
     for name in order:
         spec = dag.stages[name]
-        sections = {path: section(config, path) for path in spec.config_sections}
-        sizing = {path: section(config, path) for path in spec.sizing}
+        seen = spec.view(config) if spec.view else config  # an instance's view of the config
+        sections = {path: section(seen, path) for path in spec.config_sections}
+        sizing = {path: section(seen, path) for path in spec.sizing}
         try:
             typed = spec.parse_config({**sections, **sizing})
         except ConfigError:

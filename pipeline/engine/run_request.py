@@ -9,6 +9,7 @@ from typing import Any
 from lmforge.pipeline.engine.dag import Dag
 from lmforge.pipeline.engine.execute import load_stages
 from lmforge.pipeline.engine.plan import Plan, make_plan
+from lmforge.pipeline.engine.source_instances import base_name, for_config
 from lmforge.pipeline.engine.workdir import Workdir
 from lmforge.pipeline.storage.artifact_store import open_store
 from lmforge.pipeline.storage.settings import StoreSettings
@@ -32,7 +33,7 @@ class RunRequest:
 
 def plan_for(request: RunRequest) -> tuple[Dag, Plan, Workdir]:
     """The DAG, the plan and the workdir for a request (no side effects beyond reading)."""
-    dag = Dag(load_stages())
+    dag = Dag(for_config(load_stages(), request.config))
     workdir = Workdir(Path(request.config["workdir"]).expanduser().resolve())
     force: set[str] = set()
     if request.rerun:
@@ -59,6 +60,6 @@ def run_local_checks(plan: Plan, cluster: dict) -> None:
         return
     stages = load_stages()
     for name in plan.to_run():
-        check = stages[name].local_check
+        check = stages[base_name(name)].local_check
         if check is not None:
             check(plan.stages[name].typed_config)

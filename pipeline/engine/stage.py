@@ -61,6 +61,34 @@ class StageSpec:
     runtime (no Ray address: this machine's files are the workers'); raises what the stage
     would raise once started (clean: a data path that matches no file). A cluster's stage
     checks on the cluster."""
+    per_source: bool = False
+    """In a mixture (`data.sources`), one instance of the stage per source, named
+    `<stage>[<source>]` (`engine/source_instances.py`); without one, the stage as it is."""
+    for_source: Callable[[dict[str, Any], int], dict[str, Any]] | None = None
+    """A per-source stage's view of the config for the source at that position of
+    `data.sources` (clean: the data group with the source's paths); raises ValueError naming
+    the key that is wrong."""
+    mixture_inputs: tuple[str, ...] = ()
+    """Upstream stages read only in a mixture (report: the per-source token counts), left out
+    where the mixture has no such stage."""
+    mixture_fields: Mapping[str, Any] | None = None
+    """The fields of each source a stage shared by the sources reads ({field: default}): in a
+    mixture its config and key gain `data.sources` with those fields only, so a setting it does
+    not read (another stage's weight) leaves its key alone."""
+    in_mixture: Callable[[dict[str, Any]], bool] | None = None
+    """Declared by a stage that exists only in a mixture of two sources or more (the
+    cross-source dedup): whether the config asks for it."""
+    base: str = ""
+    """An instance's stage: the one whose function it runs ("" for the stage itself)."""
+    source: str = ""
+    """A per-source instance's source."""
+    view: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    """An instance's config as it reads it, from the run's config (None: the config itself)."""
+
+    @property
+    def stage_name(self) -> str:
+        """The declared stage this spec is or is an instance of."""
+        return self.base or self.name
 
 
 @dataclass(slots=True)
@@ -97,6 +125,11 @@ class StageContext:
     extras: dict[str, Any] = field(default_factory=dict)
     pipeline_run: str = ""
     """The pipeline run this stage runs for ("" outside a pipeline run)."""
+    source: str = ""
+    """The source of a per-source instance (`clean[code]`: "code"); "" otherwise."""
+    sources: list[dict] = field(default_factory=list)
+    """A shared stage's view of the mixture: each source's `mixture_fields`, in order; empty
+    without `data.sources`."""
 
     def add_files(self, entries: list[dict] | dict) -> None:
         """Record files written through `output` (their entries, as the writers returned them)."""
@@ -120,10 +153,31 @@ class StageContext:
         return self.shared_location(*parts, *[self.pipeline_run] if self.pipeline_run else [])
 
     def input(self, name: str) -> ArtifactPath:
-        """The artifact directory of upstream stage `name` (see `ArtifactPath`)."""
-        if name not in self.inputs:
+        """The artifact directory of upstream stage `name` (see `ArtifactPath`); in a per-source
+        instance, a per-source input is its own source's (`clean` in `tokenize[code]`)."""
+        if name in self.inputs:
+            return self.inputs[name]
+        own = f"{name}[{self.source}]"
+        if self.source and own in self.inputs:
+            return self.inputs[own]
+        raise KeyError(f"stage {self.stage!r} did not declare input {name!r}")
+
+    def inputs_of(self, name: str) -> dict[str, ArtifactPath]:
+        """{source: artifact} of upstream stage `name`: each source's instance in a mixture, in
+        the mixture's order; {"": artifact} where the stage is not per source."""
+        if name in self.inputs:
+            return {"": self.inputs[name]}
+        found = {i.split("[", 1)[1][:-1]: i for i in self.inputs if i.startswith(f"{name}[")}
+        order = [s["name"] for s in self.sources] or list(found)
+        if not found:
             raise KeyError(f"stage {self.stage!r} did not declare input {name!r}")
-        return self.inputs[name]
+        return {src: self.inputs[found[src]] for src in order if src in found}
+
+    def manifests_of(self, name: str) -> dict[str, dict]:
+        """{source: manifest} of upstream stage `name`, as `inputs_of`."""
+        if name in self.input_manifests:
+            return {"": self.input_manifests[name]}
+        return {src: self.input_manifests[f"{name}[{src}]"] for src in self.inputs_of(name)}
 
 
 _REGISTRY: dict[str, StageSpec] = {}
@@ -143,6 +197,11 @@ def stage(
     covers: Callable[[dict[str, Any], Any], bool] | None = None,
     unkeyed: Mapping[str, Any] | None = None,
     local_check: Callable[[Any], None] | None = None,
+    per_source: bool = False,
+    for_source: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
+    mixture_inputs: tuple[str, ...] = (),
+    mixture_fields: Mapping[str, Any] | None = None,
+    in_mixture: Callable[[dict[str, Any]], bool] | None = None,
 ) -> Callable[[Callable[[StageContext], dict]], Callable[[StageContext], dict]]:
     """Declare a stage function and register it under `name` (see `StageSpec`)."""
 
@@ -161,6 +220,11 @@ def stage(
             covers=covers,
             unkeyed=dict(unkeyed or {}),
             local_check=local_check,
+            per_source=per_source,
+            for_source=for_source,
+            mixture_inputs=tuple(mixture_inputs),
+            mixture_fields=None if mixture_fields is None else dict(mixture_fields),
+            in_mixture=in_mixture,
         )
         return fn
 

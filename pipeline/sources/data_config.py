@@ -34,6 +34,35 @@ class DedupConfig:
     "Exact duplicates: hash of the normalised text."
     near: MinHashConfig = field(default_factory=MinHashConfig)
     "Near duplicates: MinHash signatures with LSH banding."
+    across: bool = True
+    "In a mixture, also remove a source's documents that duplicate an earlier-listed source's."
+
+
+@dataclass(kw_only=True, slots=True)
+class SourceConfig:
+    """One named source of a mixture (`data.sources`)."""
+
+    name: str
+    "The source's name: its stages' suffix (`clean[code]`) and its rows in the model card."
+    paths: list[str] = field(default_factory=list)
+    "Its files or globs, or `hf:NAME[:SPLIT]`, as `data.paths` takes them."
+    weight: float
+    "Its share of the training tokens, relative to the other sources' weights."
+    text_field: str = ""
+    "Field or column of the text (empty: `data.text_field`)."
+    tokenizer_weight: float = 0.0
+    "Its share of the tokenizer's training sample (0: in proportion to its cleaned bytes)."
+
+    def __post_init__(self) -> None:
+        if not self.weight > 0:
+            raise ValueError(f"source {self.name!r} has weight {self.weight}; a weight must be > 0")
+        if self.tokenizer_weight < 0:
+            raise ValueError(
+                f"source {self.name!r} has tokenizer_weight {self.tokenizer_weight}; it must be "
+                ">= 0 (0: by its cleaned bytes)"
+            )
+        if not self.paths:
+            raise ValueError(f"source {self.name!r} has no paths; give it files, globs or hf:NAME")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -62,6 +91,8 @@ class DataConfig:
     "Exact and near-duplicate removal."
     canaries: CanaryConfig = field(default_factory=CanaryConfig)
     "Memorisation canaries (off by default)."
+    sources: list[SourceConfig] = field(default_factory=list)
+    "A mixture: named sources, each with its paths and weight (empty: `data.paths` alone)."
 
     def __post_init__(self) -> None:
         if not 0.0 < self.val_fraction < 1.0:
@@ -72,3 +103,7 @@ class DataConfig:
             raise ValueError("data.max_text_file_mb must be > 0")
         if self.read_split_mb <= 0:
             raise ValueError("data.read_split_mb must be > 0")
+        if self.sources and self.paths:
+            raise ValueError(
+                "data.paths and data.sources are both set; list the paths under a source"
+            )

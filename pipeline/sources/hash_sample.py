@@ -79,6 +79,31 @@ def _batches(
             yield batch
 
 
+def split_size(
+    clean_dir: ArtifactPath, split: str, exclude: tuple[str, ...] = (), batch_size: int = 1024
+) -> tuple[int, int]:
+    """(documents, text bytes) of a clean split, streamed a record batch at a time."""
+    docs = size = 0
+    for batch in _batches(clean_dir, split, ["text", "source"], exclude, batch_size):
+        docs += batch.num_rows
+        size += pc.sum(pc.binary_length(batch.column("text"))).as_py() or 0
+    return docs, size
+
+
+def mixture_budgets(
+    split_bytes: list[int], tokenizer_weights: list[float], sample_bytes: int
+) -> list[int]:
+    """Each source's share of a `sample_bytes` sample (0: as many bytes as the sources hold):
+    by its tokenizer weight, or where that is 0 by its share of the bytes; at least 1 byte
+    (0 would mean the whole split)."""
+    total = sum(split_bytes)
+    own = [w if w > 0 else (b / total if total else 0.0) for w, b in zip(
+        tokenizer_weights, split_bytes, strict=True)]  # fmt: skip
+    norm = sum(own) or 1.0
+    budget = sample_bytes if sample_bytes > 0 else total
+    return [max(1, round(budget * w / norm)) for w in own]
+
+
 class HashSample:
     """Iterable of the sampled texts of one split; `stats()` is complete after one iteration.
 
@@ -101,13 +126,9 @@ class HashSample:
         self.split_docs = self.split_bytes = self.docs = self.bytes = 0
 
     def _size_split(self) -> None:
-        docs = size = 0
-        for batch in _batches(
-            self.clean_dir, self.split, ["text", "source"], self.exclude, self.batch_size
-        ):
-            docs += batch.num_rows
-            size += pc.sum(pc.binary_length(batch.column("text"))).as_py() or 0
-        self.split_docs, self.split_bytes = docs, size
+        self.split_docs, self.split_bytes = split_size(
+            self.clean_dir, self.split, self.exclude, self.batch_size
+        )
 
     def __iter__(self) -> Iterator[str]:
         self.split_docs = self.split_bytes = self.docs = self.bytes = 0

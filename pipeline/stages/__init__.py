@@ -2,6 +2,7 @@
 and its helpers); importing this package registers them all."""
 
 from lmforge.pipeline.stages.clean import stage as _clean  # noqa: F401 - registers the stage
+from lmforge.pipeline.stages.dedup_across import stage as _dedup_across  # noqa: F401
 from lmforge.pipeline.stages.harm import stage as _harm  # noqa: F401
 from lmforge.pipeline.stages.perplexity import stage as _perplexity  # noqa: F401
 from lmforge.pipeline.stages.pretrain import stage as _pretrain  # noqa: F401

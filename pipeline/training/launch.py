@@ -55,7 +55,7 @@ def run_pretraining(
     *,
     model_cfg: ModelConfig,
     train_cfg: TrainConfig,
-    data_dir: str | os.PathLike,
+    data_dir: str | os.PathLike | list,
     sample_index_dir: str | os.PathLike,
     out_dir: str,
     checkpoint_dir: str,
@@ -80,7 +80,9 @@ def run_pretraining(
     payload = TrainingPayload(
         model=model_cfg,
         train=train_cfg,
-        data_dir=_location(data_dir),
+        data_dir=[_location(d) for d in data_dir]
+        if isinstance(data_dir, list | tuple)
+        else _location(data_dir),
         sample_index_dir=_location(sample_index_dir),
         checkpoint_dir=checkpoint_dir
         if is_bucket(checkpoint_dir)

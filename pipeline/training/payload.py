@@ -21,8 +21,9 @@ class TrainingPayload:
     """The model to train."""
     train: TrainConfig
     """Optimizer, schedule, parallelism, checkpointing."""
-    data_dir: str
-    """Directory of the tokenize stage's token shards (opened with TokenDataset)."""
+    data_dir: str | list
+    """Directory of the tokenize stage's token shards (opened with TokenDataset); a mixture's
+    list of each source's, in its order (`MixtureDataset`)."""
     sample_index_dir: str
     """Directory of the sample index of `data_dir` for this run's seed and block size."""
     split: str = "train"

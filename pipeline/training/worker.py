@@ -42,6 +42,7 @@ from lmforge.pipeline.training.checkpoint.zero_shards import (
 )
 from lmforge.pipeline.training.collectives import all_gather
 from lmforge.pipeline.training.cpu_pinning import pin_training_thread, thread_cpus
+from lmforge.pipeline.training.data.mixture import open_training_data
 from lmforge.pipeline.training.data.prefetch import BatchPrefetcher
 from lmforge.pipeline.training.data.sample_index import open_for_run
 from lmforge.pipeline.training.data.sampler import WindowSampler, load_batch, max_window_offset
@@ -60,7 +61,6 @@ from lmforge.pipeline.training.schedule import learning_rate
 from lmforge.pipeline.training.step_times import StepTimes, breakdown, data_wait_note
 from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.train_step import StepResult, TrainStep, build_engine
-from lmforge.tokenizer.dataset import TokenDataset
 
 
 def run_worker(payload: TrainingPayload) -> None:
@@ -111,7 +111,7 @@ class WorkerRun:
             _say(f"training threads pinned: {pinned}")
         torch.manual_seed(self.cfg.seed)
         max_offset = max_window_offset(payload.model.block_size, self.cfg.epoch_offsets)
-        self.dataset = TokenDataset(
+        self.dataset = open_training_data(
             payload.data_dir, payload.split, payload.model.block_size, max_offset
         )
         self.engine = build_engine(payload.model, self.cfg, self.world, self.device)

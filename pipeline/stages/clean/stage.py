@@ -50,6 +50,31 @@ def parse(sections: dict) -> DataConfig:
     return from_mapping(DataConfig, sections["data"], "data")
 
 
+UNKEYED = {"data.sources": [], "data.dedup.across": True}
+"""`data` keys added after 0.1.0 that `clean` does not read (a mixture's instances see their own
+source's paths): left out of its key at these values, which its instances' view sets."""
+
+
+def for_source(config: dict, rank: int) -> dict:
+    """The config as `clean[<source>]` reads it: the data group with the source's paths and text
+    field and no mixture; canaries are planted in the first source only. Checks every source
+    (a weight <= 0, a source with no paths: ValueError naming it)."""
+    data = config["data"]
+    source = parse({"data": data}).sources[rank]
+    canaries = dict(data.get("canaries") or {})
+    if rank:
+        canaries["enabled"] = False
+    view = {
+        **data,
+        "paths": list(source.paths),
+        "text_field": source.text_field or data.get("text_field", "text"),
+        "sources": [],
+        "dedup": {**(data.get("dedup") or {}), "across": True},
+        "canaries": canaries,
+    }
+    return {**config, "data": view}
+
+
 def check_paths(cfg: DataConfig) -> None:
     """A run on a local runtime fails on a data path that matches no file before it starts
     anything (`StageSpec.local_check`)."""
@@ -223,6 +248,9 @@ def deduplicate(
     version="3",
     num_cpus=0,
     local_check=check_paths,
+    unkeyed=UNKEYED,
+    per_source=True,
+    for_source=for_source,
 )
 def clean(ctx: StageContext) -> dict:
     import ray

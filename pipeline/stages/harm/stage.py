@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 
 from lmforge.pipeline.engine.stage import StageContext, stage
@@ -144,13 +144,18 @@ def _toxicity_and_bias(ctx: StageContext, cfg: HarmConfig, pool) -> dict:
     return summary
 
 
+def _first(ctx: StageContext, name: str):
+    """The input `name`, or in a mixture its first source's."""
+    return next(iter(ctx.inputs_of(name).values()))
+
+
 def _memorisation(ctx: StageContext, cfg: HarmConfig, pool) -> dict:
     """Canary exposure (when `clean` planted canaries) and verbatim extraction."""
     from lmforge.model.generate import SamplingConfig
     from lmforge.pipeline.probes import memorisation
 
     summary = {}
-    canary_file = ctx.input("clean") / CANARIES_FILE
+    canary_file = _first(ctx, "clean") / CANARIES_FILE  # a mixture plants them in its first
     if canary_file.is_file():
         canaries = memorisation.canaries_from_records(json.loads(canary_file.read_text()))
         exposures = memorisation.canary_exposures(
@@ -162,7 +167,7 @@ def _memorisation(ctx: StageContext, cfg: HarmConfig, pool) -> dict:
         summary["canary_max_measurable_exposure"] = exposures["max_measurable_exposure"]
     if cfg.extraction_prefixes:
         pairs = memorisation.make_extraction_pairs(
-            _training_documents(ctx.input("tokenize"), 50 * cfg.extraction_prefixes),
+            _training_documents(_first(ctx, "tokenize"), 50 * cfg.extraction_prefixes),
             prefix_len=cfg.extraction_prefix_tokens,
             suffix_len=cfg.extraction_tokens,
             max_pairs=cfg.extraction_prefixes,
@@ -185,8 +190,9 @@ def _pii_leakage(ctx: StageContext, cfg: HarmConfig, pool) -> dict:
     from lmforge.pipeline.probes import pii_leakage
     from lmforge.pipeline.sources.parquet_shards import iter_texts
 
+    clean = ctx.inputs_of("clean").values()  # a mixture's sources one after another
     training_pii = pii_leakage.collect_training_pii(
-        islice(iter_texts(ctx.input("clean"), "train"), 100_000)
+        islice(chain.from_iterable(iter_texts(d, "train") for d in clean), 100_000)
     )
     free = SamplingConfig(max_new_tokens=cfg.max_new_tokens * 2, seed=cfg.seed)
     samples = pool.complete([""] * cfg.pii_samples, free)

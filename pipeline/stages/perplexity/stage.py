@@ -68,12 +68,12 @@ def _model_config(ctx: StageContext):
     return ModelConfig.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
-def _baselines(ctx: StageContext, cfg: PerplexityConfig, vocab_size: int) -> dict:
+def _baselines(tokens, cfg: PerplexityConfig, vocab_size: int) -> dict:
     """The n-gram baselines, fitted on the start of the train split (a bounded read)."""
     from lmforge.pipeline.probes.ngram import fit_baselines
     from lmforge.pipeline.stages.perplexity.token_stream import TokenStream, plan_stream
 
-    train = TokenStream(plan_stream(ctx.input("tokenize"), "train", BASELINE_TRAIN_TOKENS))
+    train = TokenStream(plan_stream(tokens, "train", BASELINE_TRAIN_TOKENS))
     return fit_baselines([train.read(0, train.spec.n_tokens)], vocab_size, k=cfg.ngram_k)
 
 
@@ -112,8 +112,9 @@ def _stream_figures(cfg: PerplexityConfig, sums, baselines: dict) -> dict:
     return stats
 
 
-def _score_split(ctx: StageContext, cfg: PerplexityConfig, pool, model_cfg) -> dict:
-    """The validation split scored on the pool, with its throughput."""
+def _score_split(ctx: StageContext, cfg: PerplexityConfig, pool, model_cfg, tokens=None) -> dict:
+    """The validation split (of `tokens`, default tokenize's artifact) scored on the pool, with
+    its throughput; the n-gram baselines are fitted on the same artifact's train split."""
     from lmforge.pipeline.evaluation.scoring_progress import ScoringProgress
     from lmforge.pipeline.stages.perplexity.stream_scoring import (
         StreamJob,
@@ -128,8 +129,9 @@ def _score_split(ctx: StageContext, cfg: PerplexityConfig, pool, model_cfg) -> d
             f"eval.perplexity.stride={cfg.stride} exceeds the model's block_size "
             f"{model_cfg.block_size}; use at most that (0 = block size)"
         )
-    val = plan_stream(ctx.input("tokenize"), "val", cfg.max_tokens)
-    baselines = _baselines(ctx, cfg, model_cfg.vocab_size)
+    tokens = ctx.input("tokenize") if tokens is None else tokens
+    val = plan_stream(tokens, "val", cfg.max_tokens)
+    baselines = _baselines(tokens, cfg, model_cfg.vocab_size)
     per_range = cfg.batch_size * cfg.batches_per_call
     job = StreamJob(
         stream=val,
@@ -150,19 +152,73 @@ def _score_split(ctx: StageContext, cfg: PerplexityConfig, pool, model_cfg) -> d
     return stats
 
 
+MIXED = ("val_loss", "val_bits_per_byte", "init_loss")
+"""Figures of a mixture that are the sources' weighted by the mixture's weights."""
+
+
+def mix_of(per_source: dict[str, dict], weights: dict[str, float]) -> dict:
+    """The mix's figures from each source's: cross-entropies and bits per byte weighted by the
+    mixture's weights, perplexities their exponentials; counts summed; each source's own
+    figures under `sources`."""
+    total = sum(weights[name] for name in per_source)
+    share = {name: weights[name] / total for name in per_source}
+    per_source = {name: dict(figures) for name, figures in per_source.items()}
+    for figures in per_source.values():
+        if "init_perplexity" in figures:
+            figures["init_loss"] = math.log(figures["init_perplexity"])
+    first = next(iter(per_source.values()))
+    mixed = [*MIXED, *(k for k in first if k.endswith("_cross_entropy"))]
+    stats: dict = {}
+    for key in mixed:
+        if all(key in figures for figures in per_source.values()):
+            stats[key] = sum(share[s] * figures[key] for s, figures in per_source.items())
+    stats["val_perplexity"] = math.exp(stats["val_loss"])
+    if "init_loss" in stats:
+        stats["init_perplexity"] = math.exp(stats.pop("init_loss"))
+    for key in [k for k in stats if k.endswith("_cross_entropy")]:
+        stats[key.replace("_cross_entropy", "_perplexity")] = math.exp(stats[key])
+    for key in ("val_tokens_scored", "val_documents_scored", "val_scoring_s"):
+        stats[key] = sum(figures.get(key, 0) for figures in per_source.values())
+    stats["val_tokens_per_s"] = stats["val_tokens_scored"] / max(stats["val_scoring_s"], 1e-9)
+    stats["mix_weights"] = share
+    for figures in per_source.values():
+        figures.pop("init_loss", None)
+    stats["sources"] = per_source
+    return stats
+
+
+def _score_mixture(ctx: StageContext, cfg: PerplexityConfig, pool, model_cfg) -> dict:
+    """Each source's validation split scored on its own, and the mix: cross-entropies and bits
+    per byte weighted by the mixture's weights (perplexities are their exponentials)."""
+    per_source = {
+        source: _score_split(ctx, cfg, pool, model_cfg, tokens)
+        for source, tokens in ctx.inputs_of("tokenize").items()
+    }
+    stats = mix_of(per_source, {s["name"]: float(s["weight"]) for s in ctx.sources})
+    for source, figures in per_source.items():
+        ctx.tracker.log_metrics(
+            {f"{source}/{k}": figures[k] for k in ("val_perplexity", "val_bits_per_byte")}
+        )
+    return stats
+
+
 def _score_documents(ctx: StageContext, cfg: PerplexityConfig, pool) -> dict:
     """The first `max_documents` validation documents, each scored on its own, and written as
     the lm-evaluation-harness task (streamed: batches go out as the file is written)."""
-    from itertools import islice
+    from itertools import chain, islice
 
     from lmforge.pipeline.evaluation.scoring_progress import ScoringProgress
     from lmforge.pipeline.evaluation.trained_model import DocumentScore
     from lmforge.pipeline.sources.parquet_shards import iter_texts
     from lmforge.pipeline.stages.perplexity.lm_eval_task import TaskWriter
 
-    texts = islice(iter_texts(ctx.input("clean"), "val"), cfg.max_documents or None)
+    clean = ctx.inputs_of("clean").values()  # a mixture's sources one after another
+    texts = islice(
+        chain.from_iterable(iter_texts(d, "val") for d in clean), cfg.max_documents or None
+    )
     total = DocumentScore(0.0, 0, 0, 0)
-    in_split = int(ctx.input_manifests["clean"]["summary"].get("val_docs", 0) or 0)
+    manifests = ctx.manifests_of("clean").values()
+    in_split = sum(int(m["summary"].get("val_docs", 0) or 0) for m in manifests)
     expected = min(cfg.max_documents or in_split, in_split)
     progress = ScoringProgress(
         "perplexity", expected, ctx.tracker, cfg.log_every_s, unit="documents"
@@ -198,6 +254,7 @@ def _document_score(worker, job: tuple):
     parse_config=parse,
     version="4",
     cpus_of=cpus_of_stage,  # none when it drives model actors, which hold the CPUs (or GPUs)
+    mixture_fields={"weight": None},  # the mix is weighted by the mixture's weights
 )
 def perplexity(ctx: StageContext) -> dict:
     from lmforge.model.flops import non_embedding_parameters
@@ -208,7 +265,10 @@ def perplexity(ctx: StageContext) -> dict:
     cfg: PerplexityConfig = ctx.config
     model_cfg = _model_config(ctx)
     with ModelPool.for_stage(ctx, cfg, "eval.perplexity") as pool:
-        stats = _score_split(ctx, cfg, pool, model_cfg)
+        if ctx.sources:
+            stats = _score_mixture(ctx, cfg, pool, model_cfg)
+        else:
+            stats = _score_split(ctx, cfg, pool, model_cfg)
         stats.update(_score_documents(ctx, cfg, pool))
         stats["minimal_pair_accuracy"] = minimal_pair_accuracy(pool.logprobs)["accuracy"]
         stats["scoring_actors"] = len(pool.actors)  # 0: in the stage's process

@@ -83,6 +83,12 @@ def lineage_of(model: ModelConfig, train: TrainConfig, input_keys: dict[str, str
     return cache_key("pretrain-lineage", "1", config, input_keys)
 
 
+def _token_data(ctx: StageContext):
+    """The token shards: tokenize's artifact, or in a mixture each source's, in its order."""
+    data = ctx.inputs_of("tokenize")
+    return data[""] if "" in data else list(data.values())
+
+
 def lineage_key(ctx: StageContext) -> str:
     """This stage run's lineage (`lineage_of` its configuration and inputs)."""
     input_keys = {k: v["key"] for k, v in ctx.input_manifests.items()}
@@ -112,7 +118,7 @@ def pretrain(ctx: StageContext) -> dict:
         train_cfg=ctx.config.train,
         # With a bucket store, InputPaths: each worker streams the token shards (and maps the
         # sample index) through its own node's cache, needing no shared filesystem nor this node.
-        data_dir=ctx.input("tokenize"),
+        data_dir=_token_data(ctx),
         sample_index_dir=ctx.input("sample_index"),
         out_dir=str(ctx.out_dir / "model"),
         checkpoint_dir=checkpoint_dir,

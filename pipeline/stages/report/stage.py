@@ -105,6 +105,78 @@ def _harm_plots(harm: ArtifactPath, out_dir: Path) -> list[Path]:
     return plots
 
 
+def _data_section(clean: dict) -> Section:
+    return Section(
+        "Data",
+        paragraphs=["From the clean stage's datasheet:"],
+        table=_table(clean, ["docs_in", "docs_out", "train_docs", "val_docs"]),
+        bullets=[f"dropped {k}: {v}" for k, v in clean["dropped_by_reason"].items()],
+    )
+
+
+def _mixture(ctx: StageContext, m: dict, ppl: dict) -> tuple[str, Section, list[Section]]:
+    """A mixture's datasheet (its table, then each source's own), its data section (the
+    sources' counts added up) and its per-source sections; the datasheet is also written as
+    `datasheet.md` beside the card."""
+    from lmforge.pipeline.stages.report.mixture_table import (
+        drawn_over,
+        markdown_table,
+        mixture_rows,
+        notes,
+    )
+
+    clean = {s: man["summary"] for s, man in ctx.manifests_of("clean").items()}
+    tokens = {s: man["summary"] for s, man in ctx.manifests_of("tokenize").items()}
+    batch = int(ctx.input_manifests["pretrain"]["config"]["train"].get("global_batch_size", 0))
+    index = drawn_over(m.get("sample_index", {}), int(m["pretrain"].get("steps", 0)) * batch)
+    rows = mixture_rows(clean, tokens, m.get("dedup_across"), index)
+    positions = int(index.get("run_positions", 0))
+    table = markdown_table(rows)
+    said = notes(rows, positions)
+    sheets = [
+        f"## Source {s}\n\n" + (d / "datasheet.md").read_text(encoding="utf-8")
+        for s, d in ctx.inputs_of("clean").items()
+    ]
+    datasheet = "\n\n".join(
+        ["# Datasheet of the mixture", table, *(f"- {n}" for n in said), *sheets]
+    )
+    (ctx.out_dir / "datasheet.md").write_text(datasheet + "\n", encoding="utf-8")
+    added = {"docs_in": sum(r.docs_in for r in rows), "docs_out": sum(r.docs_out for r in rows)}
+    added["removed_across_sources"] = sum(r.removed_across for r in rows)
+    data = Section(
+        "Data",
+        paragraphs=[
+            f"A mixture of {len(rows)} sources, each cleaned on its own (documents out: after "
+            "dedup across sources too):"
+        ],
+        table=_table(added),
+        bullets=[
+            f"{s}: dropped {k}: {v}"
+            for s, c in clean.items()
+            for k, v in c.get("dropped_by_reason", {}).items()
+        ],
+    )
+    per_source = ppl.get("sources", {})
+    sources = Section(
+        "Mixture",
+        paragraphs=[
+            "Per source: documents in (read) and out (kept, after dedup within the source "
+            f"and across sources), training tokens, the weight asked and the share of the "
+            f"run's {positions} training windows drawn from it.",
+            table,
+        ],
+        bullets=[
+            *said,
+            *(
+                f"{s}: val perplexity {f['val_perplexity']:.2f}, bits per byte "
+                f"{f['val_bits_per_byte']:.3f}"
+                for s, f in per_source.items()
+            ),
+        ],
+    )
+    return datasheet, data, [sources]
+
+
 def _table(stats: dict, keys: list[str] | None = None) -> list[tuple[str, str]]:
     keys = keys or sorted(k for k, v in stats.items() if not isinstance(v, dict | list))
     return [(k, fmt(stats[k])) for k in keys if k in stats]
@@ -117,6 +189,7 @@ def _table(stats: dict, keys: list[str] | None = None) -> list[tuple[str, str]]:
     parse_config=parse,
     version="4",
     num_cpus=0.5,
+    mixture_inputs=("tokenize", "sample_index", "dedup_across"),
 )
 def report(ctx: StageContext) -> dict:
     cfg: ReportConfig = ctx.config
@@ -126,7 +199,12 @@ def report(ctx: StageContext) -> dict:
         json.loads(s)
         for s in (ctx.input("sample") / "samples.jsonl").read_text(encoding="utf-8").splitlines()
     ]
-    datasheet = (ctx.input("clean") / "datasheet.md").read_text(encoding="utf-8")
+    mixture: list[Section] = []
+    if "clean" in m:
+        datasheet = (ctx.input("clean") / "datasheet.md").read_text(encoding="utf-8")
+        data = _data_section(m["clean"])
+    else:
+        datasheet, data, mixture = _mixture(ctx, m, ppl)
     sections = [
         *summary_sections(
             ppl,
@@ -134,15 +212,8 @@ def report(ctx: StageContext) -> dict:
             samples,
             train=ctx.input_manifests["pretrain"]["config"]["train"],
         ),
-        Section(
-            "Data",
-            paragraphs=["From the clean stage's datasheet:"],
-            table=_table(
-                m["clean"],
-                ["docs_in", "docs_out", "train_docs", "val_docs"],
-            ),
-            bullets=[f"dropped {k}: {v}" for k, v in m["clean"]["dropped_by_reason"].items()],
-        ),
+        data,
+        *mixture,
         Section("Tokenizer", table=_table(m["train_tokenizer"])),
         Section(
             "Model and training",

@@ -82,20 +82,24 @@ def covers(summary: dict, cfg: SampleIndexConfig) -> bool:
     parse_config=parse,
     version="1",
     num_cpus=1,
+    mixture_fields={"weight": None},  # the mixture is applied here, and only here
 )
 def sample_index(ctx: StageContext) -> dict:
     from lmforge.pipeline.training.data.sample_index import ORDER, build_for_data
 
     cfg: SampleIndexConfig = ctx.config
     started = time.perf_counter()
-    header = build_for_data(
-        ctx.out_dir,
-        ctx.input("tokenize"),
-        block_size=cfg.block_size,
-        seed=cfg.train.seed,
-        epoch_offsets=cfg.train.epoch_offsets,
-        positions=cfg.train.positions,
-    )
+    if ctx.sources:
+        header = _build_mixture(ctx, cfg)
+    else:
+        header = build_for_data(
+            ctx.out_dir,
+            ctx.input("tokenize"),
+            block_size=cfg.block_size,
+            seed=cfg.train.seed,
+            epoch_offsets=cfg.train.epoch_offsets,
+            positions=cfg.train.positions,
+        )
     summary = {
         "n_windows": header["n_windows"],
         "epochs": header["epochs"],
@@ -103,5 +107,36 @@ def sample_index(ctx: StageContext) -> dict:
         "order_bytes": (ctx.out_dir / ORDER).stat().st_size,
         "build_s": round(time.perf_counter() - started, 3),
     }
-    ctx.tracker.log_metrics(summary)
+    if "mixture" in header:
+        summary["mixture"] = header["mixture"]
+        summary["run_positions"] = cfg.train.positions
+        for part in header["mixture"]:
+            ctx.tracker.log_metrics(
+                {f"{part['source']}/share_drawn": part["share_drawn"],
+                 f"{part['source']}/epochs": part["epochs"]}
+            )  # fmt: skip
+    ctx.tracker.log_metrics({k: v for k, v in summary.items() if isinstance(v, int | float)})
     return summary
+
+
+def _build_mixture(ctx: StageContext, cfg: SampleIndexConfig) -> dict:
+    """The mixture's order: each source's windows drawn by its weight
+    (`training/data/mixture.py`)."""
+    from lmforge.pipeline.training.data.mixture import MixtureDataset, build_mixture_index
+    from lmforge.pipeline.training.data.sampler import max_window_offset
+
+    data = ctx.inputs_of("tokenize")
+    max_offset = max_window_offset(cfg.block_size, cfg.train.epoch_offsets)
+    dataset = MixtureDataset(list(data.values()), "train", cfg.block_size, max_offset)
+    return build_mixture_index(
+        ctx.out_dir,
+        names=list(data),
+        windows=dataset.windows,
+        weights=[float(s["weight"]) for s in ctx.sources],
+        seed=cfg.train.seed,
+        max_offset=max_offset,
+        positions=cfg.train.positions,
+        block_size=cfg.block_size,
+        data_fingerprint=dataset.fingerprint,
+        run_positions=cfg.train.positions,
+    )

@@ -83,27 +83,60 @@ def text_bytes(parquet_path: ArtifactPath) -> int:
 
 
 def _tokenize_group(
-    tokenizer_dir, clean_dir, names: list[str], output: ArtifactOutput, split: str, index: int
+    tokenizer_dir,
+    clean_dir,
+    names: list[str],
+    output: ArtifactOutput,
+    split: str,
+    index: int,
+    skip: SkipRows | None = None,
 ) -> dict:
     import pyarrow.parquet as pq
 
     from lmforge.tokenizer.partition import tokenize_partition
 
     text_bytes = 0
+    skipped = 0
 
     def texts():
-        nonlocal text_bytes
+        nonlocal text_bytes, skipped
         for name in names:
             parquet = pq.ParquetFile(os.fspath(clean_dir / name))
+            gone = set(skip.rows(name).tolist()) if skip is not None else set()
+            row = 0
             for batch in parquet.iter_batches(batch_size=1024, columns=["text"]):
                 for text in batch.column(0).to_pylist():
+                    row += 1
+                    if row - 1 in gone:
+                        skipped += 1
+                        continue
                     text_bytes += len(text.encode("utf-8"))
                     yield text
 
     with tempfile.TemporaryDirectory(prefix="lmforge-tokenize-") as scratch:
         info = tokenize_partition(os.fspath(tokenizer_dir), texts(), scratch, split, index)
         files = [output.put(path, path.name) for path in sorted(Path(scratch).iterdir())]
-    return {"info": info, "text_bytes": text_bytes, "files": files, "node": _node_id()}
+    return {
+        "info": info,
+        "text_bytes": text_bytes,
+        "skipped": skipped,
+        "files": files,
+        "node": _node_id(),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class SkipRows:
+    """In a mixture, the rows of this source's clean shards that the cross-source dedup
+    removed (its artifact, read by the task that tokenizes the shard)."""
+
+    dedup_dir: ArtifactPath
+    source: str
+
+    def rows(self, shard_name: str):
+        from lmforge.pipeline.dedup.across import removed_rows
+
+        return removed_rows(self.dedup_dir, self.source, shard_name)
 
 
 def _node_id() -> str:
@@ -125,6 +158,8 @@ def _plan(clean_dir, split: str, target_bytes: float) -> list[list[str]]:
     parse_config=parse,
     version="2",
     num_cpus=0,  # it only drives the per-shard tasks below
+    per_source=True,
+    mixture_inputs=("dedup_across",),
 )
 def tokenize(ctx: StageContext) -> dict:
     import ray
@@ -144,6 +179,8 @@ def tokenize(ctx: StageContext) -> dict:
     # Spread over the nodes by their CPUs (`node_spread`): Ray's default packs short tasks onto
     # the coordinator's node while it has room, and its SPREAD follows a resource view that lags, so
     # a cluster's other nodes could sit idle (seen in the private-nodes bucket test).
+    across = ctx.inputs.get("dedup_across")  # in a mixture: rows a source before this one holds
+    skip = SkipRows(across, ctx.source) if across is not None else None
     remote = ray.remote(num_cpus=1, runtime_env={"env_vars": {"RAYON_NUM_THREADS": "1"}})(
         _tokenize_group
     )
@@ -152,7 +189,7 @@ def tokenize(ctx: StageContext) -> dict:
     futures = {
         split: [
             remote.options(scheduling_strategy=next(where)).remote(
-                tokenizer_ref, clean_ref, group, ctx.output, split, index
+                tokenizer_ref, clean_ref, group, ctx.output, split, index, skip
             )
             for index, group in enumerate(groups)
         ]
@@ -171,6 +208,8 @@ def tokenize(ctx: StageContext) -> dict:
         summary[f"{split}_clean_shards"] = sum(len(g) for g in plans[split])
         summary[f"{split}_tokens"] = sum(i.n_tokens for i in infos)
         summary[f"{split}_docs"] = sum(i.n_docs for i in infos)
+        if skip is not None:
+            summary[f"{split}_docs_removed_across"] = sum(r["skipped"] for r in results)
         if split == "val":
             summary["val_bytes"] = sum(r["text_bytes"] for r in results)
     summary["nodes"] = len(nodes)

@@ -153,7 +153,8 @@ def open_for_run(
     window shift and seed, and at least `positions` positions; errors say what to rebuild."""
     index = SampleIndex(directory)
     built = (index.data_fingerprint, index.n_windows, index.block_size, index.max_offset)
-    wanted = (dataset.index.fingerprint, len(dataset), dataset.block_size, dataset.max_offset)
+    fingerprint = getattr(dataset, "fingerprint", None) or dataset.index.fingerprint  # a mixture's
+    wanted = (fingerprint, len(dataset), dataset.block_size, dataset.max_offset)
     if built != wanted or index.seed != seed:
         raise ValueError(
             f"sample index {directory} was built for other data or settings (fingerprint, "

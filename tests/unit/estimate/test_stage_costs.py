@@ -40,7 +40,9 @@ def test_the_estimate_orders_stages_after_every_input_they_declare():
     order = list(models)
     for name, model in models.items():
         assert all(order.index(u) < order.index(name) for u in model.inputs), name
-    assert upstream_of(models, "report") == set(order) - {"report"}
+    only_in_mixtures = {n for n, spec in load_stages().items() if spec.in_mixture}
+    assert only_in_mixtures == {"dedup_across"}
+    assert upstream_of(models, "report") == set(order) - {"report"} - only_in_mixtures
     assert upstream_of(models, "tokenize") == {"clean", "train_tokenizer"}
 
 
