@@ -22,10 +22,12 @@ from lmforge.pipeline.storage.leases.lease import (
     Lease,
     Leases,
     LeaseSettings,
+    decode_holder,
     describe_holder,
     lease_name,
 )
-from lmforge.pipeline.storage.leases.lease_files import open_lease_files
+from lmforge.pipeline.storage.leases.lease_files import LeaseFiles, open_lease_files
+from lmforge.pipeline.storage.temporaries import owner_alive
 
 log = logging.getLogger("lmforge")
 
@@ -101,9 +103,7 @@ class StageLeases:
     def claim(self, stage: str, key: str) -> Lease | Held:
         """The lease on `stage`'s `key`, or who holds it (announced once per holder); raises
         `LeaseWaitExceeded` once this run has waited longer than `wait_s`."""
-        if self._leases is None:  # the bucket's probe only when a stage is to run
-            self._leases = Leases(open_lease_files(self.location), self.run_id, self.settings)
-        got = self._leases.acquire(lease_name(stage, key))
+        got = self._open().acquire(lease_name(stage, key))
         if isinstance(got, Lease):
             self._held[stage] = got
             self._announced.pop(stage, None)
@@ -116,10 +116,27 @@ class StageLeases:
             log.info("%s", wait_line(stage, got.holder))
         return got
 
+    def held_elsewhere(self, stage: str, key: str) -> bool:
+        """Whether another run holds the lease on `stage`'s `key` now, and is not known dead
+        (a dead holder of this host is taken over at once: then this run computes the stage)."""
+        holder = self._files().read(lease_name(stage, key))
+        if holder is None:
+            return False
+        record = decode_holder(holder[0])
+        return not ("pid" in record and owner_alive(record) is False)
+
     def holder(self, stage: str) -> dict[str, Any] | None:
         """This run's lease on `stage`, as `status` shows it; None when it holds none."""
         lease = self._held.get(stage)
         return None if lease is None else holder_record(lease.body)
+
+    def _open(self) -> Leases:
+        if self._leases is None:  # the bucket's probe only when a stage is to run
+            self._leases = Leases(open_lease_files(self.location), self.run_id, self.settings)
+        return self._leases
+
+    def _files(self) -> LeaseFiles:
+        return self._open().files
 
     def release(self, stage: str) -> None:
         """Give up the lease on `stage` (after its commit or its failure)."""

@@ -87,6 +87,28 @@ def test_a_waiting_run_says_so_once_per_holder_and_gives_up_past_its_limit(tmp_p
     assert not list((tmp_path / "store").rglob("*.lease.json")), "closing releases every lease"
 
 
+def test_a_stage_is_held_elsewhere_only_by_another_live_run(tmp_path):
+    """What decides whether a run starts Ray before it waits: a stage another live run holds
+    is not one it will compute soon; a free one, or one of a dead holder, is."""
+    from dead_driver import dead_driver
+
+    from lmforge.pipeline.storage.leases.lease_files import LocalLeaseFiles
+
+    store = tmp_path / "store"
+    other = StageLeases(str(store), "other-run", FAST)
+    ours = StageLeases(str(store), "our-run", FAST)
+    try:
+        assert not ours.held_elsewhere("clean", "k1"), "nobody holds it"
+        assert isinstance(other.claim("clean", "k1"), Lease)
+        assert ours.held_elsewhere("clean", "k1")
+        files = LocalLeaseFiles(store)
+        assert files.create("clean/.k2.lease.json", json.dumps(dead_driver()).encode())
+        assert not ours.held_elsewhere("clean", "k2"), "a dead holder is taken over at once"
+    finally:
+        other.close()
+        ours.close()
+
+
 def _record(holder: dict | None) -> PipelineRecord:
     return PipelineRecord(
         run_id="r1",
