@@ -28,6 +28,7 @@ from lmforge.pipeline.errors import ArtifactError
 from lmforge.pipeline.estimate.measured import metrics as estimate_metrics
 from lmforge.pipeline.redaction import redact_text, redact_value
 from lmforge.pipeline.storage.artifact_store import MANIFEST, open_store
+from lmforge.pipeline.storage.leases.lease import LeaseSettings
 from lmforge.pipeline.storage.settings import StoreSettings
 
 STAGES_PACKAGE = "lmforge.pipeline.stages"
@@ -54,6 +55,10 @@ class StageTask:
     rebuild: bool = False
     """Replace an artifact committed under this key (a rerun, a damaged or too small copy);
     otherwise one found committed at the commit is kept and this attempt's output dropped."""
+    leases: LeaseSettings | None = None
+    """Renewal and expiry of the leases the stage takes itself (`StageContext.holding`)."""
+    lease_wait_s: float | None = None
+    """How long the stage waits for such a lease that another run holds (`--lease-wait`)."""
 
 
 def load_stages() -> dict:
@@ -96,6 +101,8 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             output=store.output(tmp),
             store=settings,
             pipeline_run=task.pipeline_run,
+            leases=task.leases,
+            lease_wait_s=task.lease_wait_s,
         )
         summary = spec.fn(ctx) or {}
         finished = time.time()

@@ -320,6 +320,8 @@ class _Runner:
             store=self.settings,
             pipeline_run=self.record.run_id,
             rebuild=name in self.plan.force or self._committed(name),
+            leases=self.timing,
+            lease_wait_s=self.leases.wait_s,
         )
         self._set(name, state="running", mlflow_run_id=run_id, holder=self.leases.holder(name))
         self._started[name] = time.time()
