@@ -85,6 +85,9 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             name: store.open_input(name, key, input_manifests[name])
             for name, key in task.input_keys.items()
         }
+        for name, opened in inputs.items():  # a local input is pinned: its copy's manifest
+            if isinstance(opened, Path):
+                input_manifests[name] = json.loads((opened / MANIFEST).read_bytes())
         ctx = StageContext(
             stage=task.stage,
             config=task.typed_config,
@@ -127,6 +130,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
         }
         final = store.commit(tmp, task.stage, task.key, manifest, ctx.written, rebuild=task.rebuild)
     except BaseException as exc:
+        store.release_inputs()
         store.abort(tmp)
         try:
             error = redact_text(f"{type(exc).__name__}: {exc}")[:5000]
@@ -137,6 +141,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
                 "could not mark run FAILED:\n%s", traceback.format_exc()
             )
         raise
+    store.release_inputs()
     maybe_kill_after_commit(task.stage)
     warning = _close_run(
         tracker,
