@@ -87,3 +87,25 @@ def driver_dead(run_id: str, tags: Mapping[str, str], watch: HeartbeatWatch, now
     if alive is not None:
         return not alive
     return watch.expired(run_id, tags.get(HEARTBEAT_TAG), now)
+
+
+def record_driver_dead(
+    driver: Mapping[str, Any] | None,
+    parent_run_id: str | None,
+    parent_tags: Mapping[str, str] | None,
+    watch: HeartbeatWatch,
+    now: float,
+) -> bool:
+    """Whether the driver of a run record left `running` is known to be dead: a record naming
+    no driver is lmforge 0.2.0's (which held a workdir lock: its run is over); on this host by
+    the driver's pid and start time; elsewhere by the heartbeat on its parent MLflow run
+    (`parent_tags`), unchanged for `watch`'s expiry time on this observer's clock. A remote
+    driver with no parent run to read (deleted, unreachable) is never judged dead."""
+    if driver is None:
+        return True
+    alive = alive_here(driver)
+    if alive is not None:
+        return not alive
+    if parent_run_id is None or parent_tags is None:
+        return False
+    return watch.expired(parent_run_id, parent_tags.get(HEARTBEAT_TAG), now)

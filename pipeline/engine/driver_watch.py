@@ -7,6 +7,10 @@ the runs of dead drivers of this host; while the run lives, a background thread 
 heartbeat every `heartbeat_s` seconds and sweeps again, so a driver of another host whose
 heartbeat stops is closed once this run has watched it for the expiry time. Runs without the
 `lmforge.pipeline_run` tag are not lmforge's, and never touched.
+
+The workdir's run records follow the same judgement (`close_records_of_dead_drivers`): a record
+left `running` by a driver of another host (runs sharing a workdir on a shared path) becomes
+`killed` once the heartbeat of its parent run stood still for the expiry time here.
 """
 
 from __future__ import annotations
@@ -21,8 +25,11 @@ from lmforge.pipeline.engine.driver import (
     HEARTBEAT_S,
     HEARTBEAT_TAG,
     HeartbeatWatch,
+    alive_here,
     driver_dead,
+    record_driver_dead,
 )
+from lmforge.pipeline.engine.run_records import RecordBook
 
 log = logging.getLogger("lmforge")
 
@@ -75,6 +82,34 @@ def kill_runs_of_dead_drivers(
     return killed
 
 
+def close_records_of_dead_drivers(
+    book: RecordBook,
+    mlflow_client,
+    watch: HeartbeatWatch,
+    *,
+    own_run: str | None = None,
+    now: float | None = None,
+) -> int:
+    """Mark `killed` the run records of `book` left running by a driver known to be dead
+    (`driver.record_driver_dead`; never `own_run`'s); returns how many."""
+    from mlflow.exceptions import MlflowException
+
+    now = time.monotonic() if now is None else now
+    closed = 0
+    for record in book.all():
+        if record.state != "running" or record.run_id == own_run:
+            continue
+        tags = None
+        if record.driver is not None and alive_here(record.driver) is None:
+            try:  # a driver of another host: judged by its parent run's heartbeat
+                tags = mlflow_client.get_run(record.mlflow_run_id).data.tags
+            except (MlflowException, TypeError):  # deleted, or no parent run recorded
+                tags = None
+        if record_driver_dead(record.driver, record.mlflow_run_id, tags, watch, now):
+            closed += book.mark_killed(record.run_id)
+    return closed
+
+
 class DriverWatch:
     """A background thread: this driver's heartbeat on its parent run, and a sweep of the runs
     of dead drivers, every `heartbeat_s` seconds until `stop`."""
@@ -88,10 +123,15 @@ class DriverWatch:
         heartbeat_s: float = HEARTBEAT_S,
         expire_s: float = EXPIRE_S,
         watch: HeartbeatWatch | None = None,
+        book: RecordBook | None = None,
+        own_run: str | None = None,
     ) -> None:
+        """book: the workdir's run records, whose dead drivers' records it closes too (not
+        `own_run`'s)."""
         self.tracking_uri, self.experiment_id = tracking_uri, experiment_id
         self.parent_run_id, self.heartbeat_s = parent_run_id, heartbeat_s
         self.watch = watch or HeartbeatWatch(expire_s)
+        self.book, self.own_run = book, own_run
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._beats = 0
@@ -125,4 +165,10 @@ class DriverWatch:
         )
         if killed:
             log.info("marked %d MLflow run(s) of a dead driver as KILLED", killed)
+        if self.book is not None:
+            closed = close_records_of_dead_drivers(
+                self.book, mlflow, self.watch, own_run=self.own_run
+            )
+            if closed:
+                log.info("marked %d pipeline run(s) of a dead driver as killed", closed)
         return killed

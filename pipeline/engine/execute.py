@@ -29,6 +29,7 @@ from lmforge.pipeline.errors import ArtifactError
 from lmforge.pipeline.estimate.measured import metrics as estimate_metrics
 from lmforge.pipeline.redaction import redact_text, redact_value
 from lmforge.pipeline.storage.artifact_store import MANIFEST, open_store
+from lmforge.pipeline.storage.leases.lease import LeaseSettings
 from lmforge.pipeline.storage.settings import StoreSettings
 
 STAGES_PACKAGE = "lmforge.pipeline.stages"
@@ -55,6 +56,10 @@ class StageTask:
     rebuild: bool = False
     """Replace an artifact committed under this key (a rerun, a damaged or too small copy);
     otherwise one found committed at the commit is kept and this attempt's output dropped."""
+    leases: LeaseSettings | None = None
+    """Renewal and expiry of the leases the stage takes itself (`StageContext.holding`)."""
+    lease_wait_s: float | None = None
+    """How long the stage waits for such a lease that another run holds (`--lease-wait`)."""
 
 
 def load_stages() -> dict:
@@ -81,6 +86,9 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             name: store.open_input(name, key, input_manifests[name])
             for name, key in task.input_keys.items()
         }
+        for name, opened in inputs.items():  # a local input is pinned: its copy's manifest
+            if isinstance(opened, Path):
+                input_manifests[name] = json.loads((opened / MANIFEST).read_bytes())
         ctx = StageContext(
             stage=task.stage,
             config=task.typed_config,
@@ -99,6 +107,8 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
             pipeline_run=task.pipeline_run,
             source=source_of(task.stage),
             sources=list(task.sections.get(SOURCES) or []),
+            leases=task.leases,
+            lease_wait_s=task.lease_wait_s,
         )
         summary = spec.fn(ctx) or {}
         finished = time.time()
@@ -123,6 +133,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
         }
         final = store.commit(tmp, task.stage, task.key, manifest, ctx.written, rebuild=task.rebuild)
     except BaseException as exc:
+        store.release_inputs()
         store.abort(tmp)
         try:
             error = redact_text(f"{type(exc).__name__}: {exc}")[:5000]
@@ -133,6 +144,7 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
                 "could not mark run FAILED:\n%s", traceback.format_exc()
             )
         raise
+    store.release_inputs()
     maybe_kill_after_commit(task.stage)
     warning = _close_run(
         tracker,

@@ -113,18 +113,31 @@ class RecordBook:
 
     def mark_interrupted(self) -> int:
         """Records left 'running' by a driver that is dead become 'killed'; returns how many.
-        A driver of another host is left alone; a record naming no driver (lmforge 0.2.0, which
-        held a workdir lock) is one of a dead driver."""
+        A driver of another host is left alone (the driver watch judges it by its heartbeat:
+        `driver_watch.close_records_of_dead_drivers`); a record naming no driver (lmforge
+        0.2.0, which held a workdir lock) is one of a dead driver."""
         fixed = 0
         for record in self.all():
             if record.state == "running" and driver_is_dead(record.driver):
-                record.state = "killed"
-                for stage in record.stages:
-                    if stage.state in ("running", "pending"):
-                        stage.state = "killed"
-                self.save(record)
-                fixed += 1
+                fixed += self.mark_killed(record.run_id)
         return fixed
+
+    def mark_killed(self, run_id: str) -> bool:
+        """Mark the run `killed`, with its running and pending stages, if its record (read
+        again now: its driver may have just finished it) still says 'running'."""
+        try:
+            record = self.load(run_id)
+        except (OSError, ValueError):
+            return False
+        if record.state != "running":
+            return False
+        record.state = "killed"
+        for stage in record.stages:
+            if stage.state in ("running", "pending"):
+                stage.state = "killed"
+            stage.holder = None
+        self.save(record)
+        return True
 
 
 def started_order(record: PipelineRecord) -> tuple[int, float, str]:

@@ -115,7 +115,7 @@ class _Runner:
             # Ray's start, which mostly waits for the processes it spawns (7-9 s).
             tracking = pool.submit(self._open_tracking)
             try:
-                if self.plan.to_run():
+                if self._ray_needed_now():
                     self._start_ray()
                 tracking.result()
             except BaseException as exc:
@@ -157,9 +157,24 @@ class _Runner:
             self.parent_id,
             heartbeat_s=self.timing.renew_s,
             watch=self.heartbeats,
+            book=self.book,
+            own_run=self.record.run_id,
         ).start()
 
+    def _ray_needed_now(self) -> bool:
+        """Whether a stage is to run that no other live run holds: then Ray starts beside
+        MLflow's setup. A run whose every stage to run is held by others waits first, and
+        starts Ray only when it launches one (never, when the holders commit them all)."""
+        try:
+            return any(
+                not self.leases.held_elsewhere(name, self.plan.stages[name].key)
+                for name in self.plan.to_run()
+            )
+        except LmforgeError:  # leases this store cannot keep: said when a stage is claimed
+            return bool(self.plan.to_run())
+
     def _start_ray(self) -> None:
+        """The Ray runtime, once per process (`ensure_ray` returns at once after that)."""
         ensure_ray(
             self.cluster.get("ray_address"),
             self.cluster.get("num_cpus"),
@@ -305,10 +320,13 @@ class _Runner:
             store=self.settings,
             pipeline_run=self.record.run_id,
             rebuild=name in self.plan.force or self._committed(name),
+            leases=self.timing,
+            lease_wait_s=self.leases.wait_s,
         )
         self._set(name, state="running", mlflow_run_id=run_id, holder=self.leases.holder(name))
         self._started[name] = time.time()
         log.info("%-16s running  %s", name, stage_plan.key)
+        self._start_ray()  # not yet when every stage to run was another run's at the start
         return remote_stage(spec, stage_plan.typed_config).remote(task)
 
     def _committed(self, name: str) -> bool:

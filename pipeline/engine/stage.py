@@ -8,6 +8,7 @@ MLflow, the temporary directory, the atomic commit, the manifest and the cache.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -17,6 +18,7 @@ from lmforge.pipeline.storage.location import shared_location
 if TYPE_CHECKING:  # kept out of light processes (numpy)
     from lmforge.pipeline.storage.artifact_output import ArtifactOutput
     from lmforge.pipeline.storage.input_artifact import ArtifactPath
+    from lmforge.pipeline.storage.leases.lease import LeaseSettings
     from lmforge.pipeline.storage.settings import StoreSettings
 
 
@@ -130,6 +132,10 @@ class StageContext:
     sources: list[dict] = field(default_factory=list)
     """A shared stage's view of the mixture: each source's `mixture_fields`, in order; empty
     without `data.sources`."""
+    leases: LeaseSettings | None = None
+    """Renewal and expiry of the leases the stage takes (`holding`); None: the defaults."""
+    lease_wait_s: float | None = None
+    """How long `holding` waits for another run's lease (`--lease-wait`); None: no limit."""
 
     def add_files(self, entries: list[dict] | dict) -> None:
         """Record files written through `output` (their entries, as the writers returned them)."""
@@ -151,6 +157,25 @@ class StageContext:
         """`shared_location(*parts)`'s directory of this pipeline run's own (Ray Train's
         storage: `engine/run_storage.py`), removed when the run ends."""
         return self.shared_location(*parts, *[self.pipeline_run] if self.pipeline_run else [])
+
+    def holding(self, *parts: str, what: str) -> AbstractContextManager[Any]:
+        """Hold the lease on the shared location `parts` (`shared_location(*parts)`) while
+        the block runs, waiting while another run holds it: for data outside artifacts that
+        the runs of several keys share (pretrain's checkpoints of one lineage). Its record
+        lies beside that location, `.<last part>.lease.json`; `what` names it to people."""
+        from lmforge.pipeline.engine.stage_leases import holding
+        from lmforge.pipeline.storage.leases.lease import LEASE_SUFFIX
+
+        *parents, last = parts
+        return holding(
+            self.shared_location(),
+            "/".join([*parents, f".{last}{LEASE_SUFFIX}"]),
+            run_id=self.pipeline_run or "?",
+            stage=self.stage,
+            what=what,
+            settings=self.leases,
+            wait_s=self.lease_wait_s,
+        )
 
     def input(self, name: str) -> ArtifactPath:
         """The artifact directory of upstream stage `name` (see `ArtifactPath`); in a per-source

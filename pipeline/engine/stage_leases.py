@@ -12,8 +12,10 @@ up on that stage in one line (`LeaseWaitExceeded`). See `storage/leases` for the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from lmforge.pipeline.errors import ConfigError, LmforgeError
@@ -22,10 +24,12 @@ from lmforge.pipeline.storage.leases.lease import (
     Lease,
     Leases,
     LeaseSettings,
+    decode_holder,
     describe_holder,
     lease_name,
 )
-from lmforge.pipeline.storage.leases.lease_files import open_lease_files
+from lmforge.pipeline.storage.leases.lease_files import LeaseFiles, open_lease_files
+from lmforge.pipeline.storage.temporaries import owner_alive
 
 log = logging.getLogger("lmforge")
 
@@ -42,6 +46,10 @@ HOLDER_FIELDS = ("run", "host", "pid", "since")
 
 class LeaseWaitExceeded(LmforgeError):
     """A live run held a stage's lease longer than this run would wait."""
+
+
+class LeaseLost(LmforgeError):
+    """Another run took over a lease this run held: it was not renewed for the expiry time."""
 
 
 def wait_limit(cluster: dict[str, Any], flag: float | None = None) -> float | None:
@@ -63,9 +71,10 @@ def holder_record(holder: dict[str, Any]) -> dict[str, Any]:
     return {name: holder.get(name) for name in HOLDER_FIELDS}
 
 
-def wait_line(stage: str, holder: dict[str, Any]) -> str:
-    """The one line a run prints while it waits for another run's lease on `stage`."""
-    return f"{stage:<16} waiting  for {describe_holder(holder)} to finish it"
+def wait_line(stage: str, holder: dict[str, Any], what: str = "it") -> str:
+    """The one line a run prints while it waits for another run's lease on `stage` (or, with
+    `what`, on something `stage` works with)."""
+    return f"{stage:<16} waiting  for {describe_holder(holder)} to finish {what}"
 
 
 def wait_exceeded(holder: dict[str, Any], limit_s: float) -> str:
@@ -101,9 +110,7 @@ class StageLeases:
     def claim(self, stage: str, key: str) -> Lease | Held:
         """The lease on `stage`'s `key`, or who holds it (announced once per holder); raises
         `LeaseWaitExceeded` once this run has waited longer than `wait_s`."""
-        if self._leases is None:  # the bucket's probe only when a stage is to run
-            self._leases = Leases(open_lease_files(self.location), self.run_id, self.settings)
-        got = self._leases.acquire(lease_name(stage, key))
+        got = self._open().acquire(lease_name(stage, key))
         if isinstance(got, Lease):
             self._held[stage] = got
             self._announced.pop(stage, None)
@@ -116,10 +123,27 @@ class StageLeases:
             log.info("%s", wait_line(stage, got.holder))
         return got
 
+    def held_elsewhere(self, stage: str, key: str) -> bool:
+        """Whether another run holds the lease on `stage`'s `key` now, and is not known dead
+        (a dead holder of this host is taken over at once: then this run computes the stage)."""
+        holder = self._files().read(lease_name(stage, key))
+        if holder is None:
+            return False
+        record = decode_holder(holder[0])
+        return not ("pid" in record and owner_alive(record) is False)
+
     def holder(self, stage: str) -> dict[str, Any] | None:
         """This run's lease on `stage`, as `status` shows it; None when it holds none."""
         lease = self._held.get(stage)
         return None if lease is None else holder_record(lease.body)
+
+    def _open(self) -> Leases:
+        if self._leases is None:  # the bucket's probe only when a stage is to run
+            self._leases = Leases(open_lease_files(self.location), self.run_id, self.settings)
+        return self._leases
+
+    def _files(self) -> LeaseFiles:
+        return self._open().files
 
     def release(self, stage: str) -> None:
         """Give up the lease on `stage` (after its commit or its failure)."""
@@ -136,3 +160,46 @@ class StageLeases:
     def pause(self) -> None:
         """Wait before looking at the held leases again."""
         time.sleep(self.poll_s)
+
+
+@contextlib.contextmanager
+def holding(
+    location: str,
+    name: str,
+    *,
+    run_id: str,
+    stage: str,
+    what: str,
+    settings: LeaseSettings | None = None,
+    wait_s: float | None = None,
+) -> Iterator[Lease]:
+    """Hold the lease `name` (its record under `location`) while the block runs: data outside
+    artifacts that runs of several keys share, as pretrain's checkpoints of one lineage.
+
+    While another live run holds it, wait, saying once per holder for whom (`stage`, `what`);
+    past `wait_s` raise `LeaseWaitExceeded`. If another run took the lease over meanwhile (this
+    process was not renewed for the expiry time), raise `LeaseLost` after the block, so that
+    the stage commits nothing made beside that run."""
+    settings = settings or LeaseSettings()
+    leases = Leases(open_lease_files(location), run_id, settings)
+    announced: tuple | None = None
+    try:
+        while True:
+            got = leases.acquire(name)
+            if isinstance(got, Lease):
+                break
+            if wait_s is not None and got.waited_s >= wait_s:
+                raise LeaseWaitExceeded(f"{what}: {wait_exceeded(got.holder, wait_s)}")
+            who = tuple(got.holder.get(field) for field in HOLDER_FIELDS)
+            if who != announced:
+                announced = who
+                log.info("%s", wait_line(stage, got.holder, f"with {what}"))
+            time.sleep(min(POLL_S, settings.renew_s))
+        yield got
+        if got.lost:
+            raise LeaseLost(
+                f"another run took over {what} while this run worked on it (its lease was not "
+                "renewed for cluster.lease_expiry_s); run again"
+            )
+    finally:
+        leases.close()

@@ -9,11 +9,23 @@ as the pipeline is concerned, so nothing half-written is ever read. A cache hit 
 its manifest (`verify`) before it is reused. Temporary directories record their owner and are
 swept only when it is dead (see `temporaries`); one marked resumable by its stage is kept, and the
 next run of the same key continues in it.
+
+A stage reads each input through a *pinned* copy (`open_input`): hard links to the files of the
+committed artifact, its manifest included, in `<stage>/.tmp-read-<id>/<key>/`, made relative to
+the artifact's directory as it was opened. A rebuild under the same key (a rerun; a damaged
+copy; `sample_index` grown for more windows) moves that directory to `.replaced/` and puts
+another in its place; the reader keeps reading the copy it opened, every file of one version,
+until its stage ends (`release_inputs`). A pin records its owner like a temporary directory, so
+the pins of a reader that died are swept with them. Where the file system has no hard links,
+the stage reads the artifact's directory in place.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
+import os
 import shutil
 import time
 import uuid
@@ -37,6 +49,14 @@ from lmforge.pipeline.storage.location import is_bucket, local_path
 from lmforge.pipeline.storage.settings import StoreSettings
 
 __all__ = ["MANIFEST", "ArtifactStore", "describe_files", "open_store"]
+
+log = logging.getLogger("lmforge")
+
+PIN_PREFIX = ".tmp-read-"
+"""A pinned copy of an input (`open_input`): a temporary directory, swept when its owner died."""
+PIN_ATTEMPTS = 40
+PIN_PAUSE_S = 0.05
+NO_HARD_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV)
 
 
 def describe_files(
@@ -70,6 +90,7 @@ class ArtifactStore:
         self.root = Path(root)
         self.files = LocalFiles(self.root)
         self.block_bytes = block_bytes
+        self._pins: list[Path] = []
 
     def path(self, stage: str, key: str) -> Path:
         return self.root / stage / key
@@ -164,8 +185,54 @@ class ArtifactStore:
         return self.path(stage, key)
 
     def open_input(self, stage: str, key: str, manifest: dict[str, Any] | None = None) -> Path:
-        """A committed artifact for a stage to read: its directory, read in place."""
-        return self.materialize(stage, key)
+        """A committed artifact for a stage to read: a pinned copy of it as it is now (see the
+        module doc; its own `manifest.json` says which version), kept until `release_inputs`."""
+        for _ in range(PIN_ATTEMPTS):
+            try:
+                directory = os.open(self.path(stage, key), os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:  # between the two renames of a rebuild's commit
+                time.sleep(PIN_PAUSE_S)
+                continue
+            try:
+                return self._pin(directory, stage, key)
+            except FileNotFoundError:  # the copy opened was removed meanwhile: the new one
+                continue
+            except OSError as exc:
+                if exc.errno not in NO_HARD_LINKS:
+                    raise
+                log.debug("reading %s in place: no hard links there (%s)", stage, exc)
+                return self.materialize(stage, key)
+            finally:
+                os.close(directory)
+        return self.materialize(stage, key)  # no artifact there: one clear error
+
+    def _pin(self, directory: int, stage: str, key: str) -> Path:
+        """Hard links to the manifest and files of the artifact directory open as `directory`."""
+        holder = self.root / stage / f"{PIN_PREFIX}{uuid.uuid4().hex[:12]}"
+        pinned = holder / key
+        pinned.mkdir(parents=True)
+        temporaries.claim(holder)
+        self._pins.append(holder)
+        try:
+            os.link(MANIFEST, pinned / MANIFEST, src_dir_fd=directory)
+            manifest = json.loads((pinned / MANIFEST).read_bytes())
+            for entry in manifest.get("files", []):
+                target = pinned / entry["path"]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.link(entry["path"], target, src_dir_fd=directory, follow_symlinks=False)
+        except BaseException:
+            self._unpin(holder)
+            raise
+        return pinned
+
+    def release_inputs(self) -> None:
+        """Drop the pinned copies of the inputs this store opened (their stage ended)."""
+        while self._pins:
+            self._unpin(self._pins[-1])
+
+    def _unpin(self, holder: Path) -> None:
+        shutil.rmtree(holder, ignore_errors=True)
+        self._pins.remove(holder)
 
     def materialize(self, stage: str, key: str) -> Path:
         """The local directory of a committed artifact (it already is local here)."""

@@ -219,6 +219,10 @@ class RemoteArtifactStore:
         self._attempts.pop(tmp, None)
         shutil.rmtree(tmp, ignore_errors=True)
 
+    def release_inputs(self) -> None:
+        """Nothing to drop: an input read from a bucket is pinned by the manifest it was opened
+        with (a rebuild writes its files under another data prefix, and keeps the old ones)."""
+
     def sweep_temporaries(self) -> int:
         """Remove staging directories whose owner is dead (see `temporaries`); how many."""
         staging = self.cache_dir / "staging"

@@ -31,6 +31,7 @@ from cli_runner import (
     status,
 )
 
+from lmforge.pipeline.cluster.ray_runtime import TOKEN_FILE
 from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.engine.run_request import RunRequest, plan_for
 from lmforge.pipeline.engine.tracking import resolve_tracking_uri
@@ -179,7 +180,7 @@ def test_a_killed_holders_lease_is_taken_over_once_expired_and_its_tasks_resumed
 def test_a_stage_a_live_run_holds_is_waited_for_until_its_artifact_appears(tmp_path, corpus):
     """Past `--lease-wait`: one line naming the holder. Without a limit: the run waits, `status`
     names the holder, and the artifact is a cache hit once committed, before the holder lets go
-    of the lease."""
+    of the lease. Neither run starts Ray: all they were to run was another run's."""
     workdir = tmp_path / "runs"
     args = pipeline(corpus, workdir, until="clean")
     key = plan_for(RunRequest(compose(args[3:])))[1].stages["clean"].key
@@ -216,6 +217,8 @@ def test_a_stage_a_live_run_holds_is_waited_for_until_its_artifact_appears(tmp_p
         assert waiting.returncode == 0, output
         assert table_states(output) == {"clean": "cached"}
         assert files.read(lease_name("clean", key)) is not None, "the holder still held it"
+        # Another run held all that either run was to compute: neither started Ray for it.
+        assert not (workdir / TOKEN_FILE).exists(), "a Ray runtime was started for nothing"
     finally:
         holder.close()
     assert_nothing_left(workdir / "store")

@@ -5,6 +5,11 @@ the lineage key is the cache key without the settings that do not change the tra
 (`TRAJECTORY_NEUTRAL`): an interrupted run resumes from its latest checkpoint, raising
 `train.max_steps` continues a finished run when the learning rate does not depend on it (see
 `trajectory_neutral`), and a run may continue on another worker count.
+
+Runs of several keys can therefore share a lineage's checkpoints (another `max_steps`, worker
+count or `keep_checkpoints`), at once too. The lineage belongs to the holder of its lease,
+`checkpoints/pretrain/.<lineage>.lease.json`: one run at a time resumes from its checkpoints,
+writes and prunes them; another waits for it, then continues from where it stopped.
 """
 
 from __future__ import annotations
@@ -105,6 +110,14 @@ def lineage_key(ctx: StageContext) -> str:
     num_cpus=0,  # it drives Ray Train workers, which hold the CPUs
 )
 def pretrain(ctx: StageContext) -> dict:
+    lineage = lineage_key(ctx)
+    where = ("checkpoints", "pretrain", lineage)
+    with ctx.holding(*where, what=f"the checkpoints of lineage {lineage}"):
+        return _train(ctx, ctx.shared_location(*where))
+
+
+def _train(ctx: StageContext, checkpoint_dir: str) -> dict:
+    """Train from the newest checkpoint of `checkpoint_dir` (whose lease this run holds)."""
     from lmforge.pipeline.training.export import HFExport
     from lmforge.pipeline.training.launch import run_pretraining
     from lmforge.tokenizer.convention import eot_id
@@ -112,7 +125,6 @@ def pretrain(ctx: StageContext) -> dict:
 
     tok = load_tokenizer(ctx.input("train_tokenizer"))
     model_cfg = ModelConfig(**{**asdict(ctx.config.model), "vocab_size": tok.get_vocab_size()})
-    checkpoint_dir = ctx.shared_location("checkpoints", "pretrain", lineage_key(ctx))
     summary = run_pretraining(
         model_cfg=model_cfg,
         train_cfg=ctx.config.train,

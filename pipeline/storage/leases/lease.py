@@ -158,7 +158,7 @@ class Leases:
             if record is None:
                 continue  # released between our create and our read: try again
             data, token = record
-            holder = _decode(data)
+            holder = decode_holder(data)
             seen = self._seen.get(name)
             if seen is None or seen.token != token:
                 self._seen[name] = seen = _Seen(token, now)
@@ -176,7 +176,7 @@ class Leases:
     def holder(self, name: str) -> dict[str, Any] | None:
         """Who holds `name` now, as its record says; None when nobody does."""
         record = self.files.read(name)
-        return None if record is None else _decode(record[0])
+        return None if record is None else decode_holder(record[0])
 
     def release(self, lease: Lease) -> None:
         with self._lock:
@@ -229,7 +229,8 @@ def _encode(body: dict[str, Any]) -> bytes:
     return json.dumps(body, sort_keys=True).encode("utf-8")
 
 
-def _decode(data: bytes) -> dict[str, Any]:
+def decode_holder(data: bytes) -> dict[str, Any]:
+    """A lease record's body; {} when it cannot be read."""
     try:
         body = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):

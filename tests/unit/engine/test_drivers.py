@@ -15,6 +15,7 @@ from lmforge.pipeline.engine.driver import (
     driver_dead,
     driver_of_tags,
     driver_tags,
+    record_driver_dead,
     this_driver,
 )
 from lmforge.pipeline.engine.run_records import PipelineRecord, RecordBook, StageRecord
@@ -105,6 +106,24 @@ def test_only_records_of_dead_drivers_are_marked_killed(tmp_path, dead_driver):
     }
 
 
+def test_a_record_of_a_remote_driver_is_dead_only_once_its_heartbeat_stood_still(dead_driver):
+    """On the observer's own clock: what the remote host wrote (`since`, times) never counts."""
+    watch = HeartbeatWatch(expire_s=60)
+    remote = {**this_driver(), "host": "elsewhere", "since": 0.0}
+    beating = {HEARTBEAT_TAG: "7"}
+    assert not record_driver_dead(remote, "parent", beating, watch, now=1000.0)  # first seen
+    assert not record_driver_dead(remote, "parent", beating, watch, now=1059.0)
+    beat = {HEARTBEAT_TAG: "8"}
+    assert not record_driver_dead(remote, "parent", beat, watch, now=1100.0), "it beat"
+    assert not record_driver_dead(remote, "parent", beat, watch, now=1159.0)
+    assert record_driver_dead(remote, "parent", beat, watch, now=1160.0)
+    assert not record_driver_dead(remote, None, None, watch, now=1e9), "nothing to judge by"
+    assert not record_driver_dead(remote, "gone", None, watch, now=1e9), "parent run deleted"
+    assert not record_driver_dead(this_driver(), "p", beating, watch, now=1e9), "a live pid"
+    assert record_driver_dead(dead_driver, "p", beating, watch, now=0.0), "a dead pid at once"
+    assert record_driver_dead(None, None, None, watch, now=0.0), "lmforge 0.2.0's record"
+
+
 def test_a_sweep_kills_the_runs_of_dead_drivers_and_of_no_other(tmp_path, dead_driver):
     from dead_driver import orphan_pipeline
 
@@ -169,15 +188,39 @@ def test_a_live_driver_beats_and_closes_a_silent_remote_driver_once_it_expires(t
     mlflow = client(uri)
     experiment = ensure_experiment(mlflow, "lmforge", (tmp_path / "art").as_uri())
     ours = orphan_pipeline(mlflow, experiment, this_driver(), "ours")
-    silent = orphan_pipeline(mlflow, experiment, {**this_driver(), "host": "elsewhere"}, "silent")
-    watch = DriverWatch(uri, experiment, ours[0], heartbeat_s=0.2, expire_s=1.0).start()
+    elsewhere = {**this_driver(), "host": "elsewhere"}
+    silent = orphan_pipeline(mlflow, experiment, elsewhere, "silent")
+    beating = orphan_pipeline(mlflow, experiment, elsewhere, "beating")
+    # The workdir's run records, shared with the remote host: its live run and its dead one.
+    book = RecordBook(tmp_path / "pipeline_runs")
+    records = {"ours": ours, "silent": silent, "beating": beating}
+    for name, runs in records.items():
+        driver = this_driver() if name == "ours" else elsewhere
+        book.save(_record(name, 1.0, driver=driver, mlflow_run_id=runs[0]))
+    watch = DriverWatch(
+        uri, experiment, ours[0], heartbeat_s=0.2, expire_s=1.0, book=book, own_run="ours"
+    ).start()
     try:
         deadline = time.monotonic() + 60
-        while mlflow.get_run(silent[0]).info.status == "RUNNING":
-            assert time.monotonic() < deadline, "the silent driver's runs were never closed"
+        beats = 0
+        while book.load("silent").state == "running":
+            assert time.monotonic() < deadline, "the silent driver's run was never closed"
+            beats += 1
+            mlflow.set_tag(beating[0], HEARTBEAT_TAG, str(beats))  # the live remote driver
             time.sleep(0.2)
     finally:
         watch.stop()
     assert {mlflow.get_run(run).info.status for run in silent} == {"KILLED"}
-    assert {mlflow.get_run(run).info.status for run in ours} == {"RUNNING"}
+    assert book.load("silent").stages[0].state == "killed"
+    assert {mlflow.get_run(run).info.status for run in ours + beating} == {"RUNNING"}
+    assert book.load("ours").state == "running" and book.load("beating").state == "running"
     assert int(mlflow.get_run(ours[0]).data.tags[HEARTBEAT_TAG]) > 3  # it beat meanwhile
+
+
+def test_a_record_its_driver_finished_meanwhile_is_never_marked_killed(tmp_path, dead_driver):
+    book = RecordBook(tmp_path)
+    judged = _record("finishing", 1.0, driver=dead_driver)
+    book.save(judged)
+    book.save(_record("finishing", 1.0, driver=dead_driver, state="finished"))  # it just ended
+    assert not book.mark_killed("finishing")
+    assert book.load("finishing").state == "finished"

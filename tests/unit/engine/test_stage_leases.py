@@ -87,6 +87,72 @@ def test_a_waiting_run_says_so_once_per_holder_and_gives_up_past_its_limit(tmp_p
     assert not list((tmp_path / "store").rglob("*.lease.json")), "closing releases every lease"
 
 
+def test_a_stage_is_held_elsewhere_only_by_another_live_run(tmp_path):
+    """What decides whether a run starts Ray before it waits: a stage another live run holds
+    is not one it will compute soon; a free one, or one of a dead holder, is."""
+    from dead_driver import dead_driver
+
+    from lmforge.pipeline.storage.leases.lease_files import LocalLeaseFiles
+
+    store = tmp_path / "store"
+    other = StageLeases(str(store), "other-run", FAST)
+    ours = StageLeases(str(store), "our-run", FAST)
+    try:
+        assert not ours.held_elsewhere("clean", "k1"), "nobody holds it"
+        assert isinstance(other.claim("clean", "k1"), Lease)
+        assert ours.held_elsewhere("clean", "k1")
+        files = LocalLeaseFiles(store)
+        assert files.create("clean/.k2.lease.json", json.dumps(dead_driver()).encode())
+        assert not ours.held_elsewhere("clean", "k2"), "a dead holder is taken over at once"
+    finally:
+        other.close()
+        ours.close()
+
+
+def test_holding_waits_for_a_live_holder_says_for_whom_once_and_then_holds_it(tmp_path, caplog):
+    """What a stage holds beside its key's lease (pretrain: its lineage's checkpoints)."""
+    import threading
+
+    from lmforge.pipeline.engine.stage_leases import holding
+
+    holder = StageLeases(str(tmp_path), "holder-run", FAST)
+    assert isinstance(holder.claim("pretrain", "lineage"), Lease)
+    threading.Timer(0.5, holder.close).start()  # the holder is done with it in half a second
+    where = {"run_id": "waiter-run", "stage": "pretrain", "what": "the checkpoints"}
+    name = "pretrain/.lineage.lease.json"
+    with (
+        caplog.at_level(logging.INFO, logger="lmforge"),
+        holding(str(tmp_path), name, settings=FAST, **where) as got,
+    ):
+        assert json.loads((tmp_path / name).read_text())["run"] == "waiter-run"
+    lines = [r.getMessage() for r in caplog.records if "waiting" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert "for run holder-run" in lines[0] and lines[0].endswith("to finish with the checkpoints")
+    assert got.released and not list(tmp_path.rglob("*.lease.json")), "released after the block"
+
+
+def test_holding_gives_up_past_the_wait_limit_and_fails_when_its_lease_was_taken(tmp_path):
+    from lmforge.pipeline.engine.stage_leases import LeaseLost, holding
+
+    holder = StageLeases(str(tmp_path), "holder-run", FAST)
+    assert isinstance(holder.claim("pretrain", "lineage"), Lease)
+    where = {"run_id": "waiter-run", "stage": "pretrain", "what": "the checkpoints of lineage L"}
+    name = "pretrain/.lineage.lease.json"
+    try:
+        with (
+            pytest.raises(LeaseWaitExceeded, match="the checkpoints of lineage L: run holder-run"),
+            holding(str(tmp_path), name, settings=FAST, wait_s=0.2, **where),
+        ):
+            raise AssertionError("never held")
+    finally:
+        holder.close()
+    with (
+        pytest.raises(LeaseLost, match="another run took over the checkpoints of lineage L"),
+        holding(str(tmp_path), name, settings=FAST, **where) as got,
+    ):
+        got.lost = True  # as a renewal finds it once another run took it over
+
+
 def _record(holder: dict | None) -> PipelineRecord:
     return PipelineRecord(
         run_id="r1",

@@ -38,3 +38,53 @@ def test_worker_count_and_zero_stage_never_change_it_and_the_trajectory_always_d
     config = TrainConfig(lr=3e-3, min_lr=3e-5, warmup_steps=5, max_steps=100, num_workers=2)
     assert lineage_of(MODEL, config, other_data) != lineage_of(MODEL, config, INPUTS)
     assert lineage_of(dataclasses.replace(MODEL, n_layer=3), config, INPUTS) != _lineage()
+
+
+def _pretrain_context(workdir, *overrides: str):
+    """The pretrain stage's context in a run of the tiny preset with `overrides`."""
+    from lmforge.pipeline.config_tree import compose
+    from lmforge.pipeline.engine.dag import Dag
+    from lmforge.pipeline.engine.execute import load_stages
+    from lmforge.pipeline.engine.plan import make_plan
+    from lmforge.pipeline.engine.stage import StageContext
+    from lmforge.pipeline.storage.artifact_store import open_store
+
+    config = compose(["preset=tiny", f"workdir={workdir}", *overrides])
+    pretrain = make_plan(Dag(load_stages()), config, open_store(None, workdir)).stages["pretrain"]
+    return StageContext(
+        stage="pretrain",
+        config=pretrain.typed_config,
+        inputs={},
+        input_manifests={n: {"key": k} for n, k in pretrain.input_keys.items()},
+        out_dir=workdir / "out",
+        tracker=None,
+        workdir=workdir,
+        key=pretrain.key,
+        pipeline_run="this-run",
+        lease_wait_s=0,
+    )
+
+
+def test_runs_of_two_keys_of_one_lineage_never_train_from_its_checkpoints_at_once(tmp_path):
+    """The lineage's checkpoints belong to the holder of its lease: a run of another key of the
+    same lineage (here another keep_checkpoints) does not start training while it is held."""
+    import pytest
+
+    from lmforge.pipeline.engine.stage_leases import LeaseWaitExceeded
+    from lmforge.pipeline.stages.pretrain.stage import lineage_key, pretrain
+    from lmforge.pipeline.storage.leases.lease import Lease, Leases
+    from lmforge.pipeline.storage.leases.lease_files import LocalLeaseFiles
+
+    first = _pretrain_context(tmp_path)
+    second = _pretrain_context(tmp_path, "train.keep_checkpoints=7")
+    assert first.key != second.key and lineage_key(first) == lineage_key(second)
+    name = f"checkpoints/pretrain/.{lineage_key(first)}.lease.json"
+    holder = Leases(LocalLeaseFiles(tmp_path), run="the-first-run")
+    assert isinstance(holder.acquire(name), Lease)  # the first run trains (this live process)
+    try:
+        for ctx in (first, second):  # before it reads anything: the inputs here are empty
+            with pytest.raises(LeaseWaitExceeded, match="the checkpoints of lineage .* run the-f"):
+                pretrain(ctx)
+    finally:
+        holder.close()
+    assert not list(tmp_path.rglob("*.lease.json"))
