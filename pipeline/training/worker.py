@@ -45,6 +45,7 @@ from lmforge.pipeline.training.cpu_pinning import pin_training_thread, thread_cp
 from lmforge.pipeline.training.data.prefetch import BatchPrefetcher
 from lmforge.pipeline.training.data.sample_index import open_for_run
 from lmforge.pipeline.training.data.sampler import WindowSampler, load_batch, max_window_offset
+from lmforge.pipeline.training.early_stop import read_stop
 from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
 from lmforge.pipeline.training.payload import TrainingPayload
 from lmforge.pipeline.training.precision import NATIVE_CHOICES, uses_bf16
@@ -60,6 +61,7 @@ from lmforge.pipeline.training.schedule import learning_rate
 from lmforge.pipeline.training.step_times import StepTimes, breakdown, data_wait_note
 from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.train_step import StepResult, TrainStep, build_engine
+from lmforge.pipeline.training.validation import ValidationSlice
 from lmforge.tokenizer.dataset import TokenDataset
 
 
@@ -149,6 +151,13 @@ class WorkerRun:
         self._decoding_timed = False
         self.saved_step = self.resumed_from
         self.metrics_sink = None
+        self.validation = (
+            ValidationSlice(payload.data_dir, payload.model.block_size, self.cfg.eval_windows)
+            if self.cfg.eval_every
+            else None
+        )
+        self.val_loss: float | None = None
+        self.stopped_early_at: int | None = None
         self.peak, self.peak_source = None, ""
         if self.rank == 0:
             dtype = torch.bfloat16 if precision == "bf16" else torch.float32
@@ -163,9 +172,9 @@ class WorkerRun:
             _say(f"resumed from step {self.resumed_from} on {self.world} worker(s)")
         prefetch = (
             BatchPrefetcher(
-                self.dataset, self.sampler, cfg.prefetch_steps, cfg.max_steps - self.state.step
+                self.dataset, self.sampler, cfg.prefetch_steps, cfg.last_step - self.state.step
             )
-            if cfg.prefetch_steps > 0 and self.state.step < cfg.max_steps
+            if cfg.prefetch_steps > 0 and self.state.step < cfg.last_step
             else None
         )
         try:
@@ -180,7 +189,7 @@ class WorkerRun:
 
     def _train(self, prefetch: BatchPrefetcher | None) -> None:
         cfg = self.cfg
-        while self.state.step < cfg.max_steps:
+        while self.state.step < cfg.last_step:
             step = self.state.step
             torch.manual_seed(_step_seed(cfg.seed, step, self.rank))  # dropout masks
             with self.times.part("data"):  # with prefetching: the wait for the reading thread
@@ -205,6 +214,25 @@ class WorkerRun:
                 with self.times.part("checkpoint"):  # the copy to CPU memory; writing goes on
                     self.saver.save(self.state)
                     self.saved_step = self.state.step
+            if cfg.eval_every and self.state.step % cfg.eval_every == 0 and self._validate():
+                self.stopped_early_at = self.state.step
+                if self.rank == 0:
+                    _say(f"stopped early at step {self.state.step}: a sweep asked for it")
+                return
+
+    def _validate(self) -> bool:
+        """Score the validation slice and log `val_loss`; whether a sweep asked to stop (rank
+        0 reads the request, every rank follows it)."""
+        assert self.validation is not None
+        with self.times.part("log"):  # time away from training, as logging is
+            self.val_loss = self.validation.loss(self.engine, self.device)
+        stop = False
+        if self.rank == 0:
+            if self.metrics_sink is not None:
+                self.metrics_sink.log(self.state.step, {"val_loss": self.val_loss})
+            _say(f"step {self.state.step}: val_loss {self.val_loss:.4f}")
+            stop = read_stop(self.payload.stop_file) is not None
+        return bool(all_gather(stop, self.world)[0])
 
     def _advance(self, result: StepResult, sampler_position: int) -> None:
         if not np.isfinite(result.loss):
@@ -317,6 +345,8 @@ class WorkerRun:
             "precision_by_rank": self.precisions,
             "precision": self.precisions[0] if len(set(self.precisions)) == 1 else "mixed",
             "resumed_from_step": self.resumed_from,
+            "val_loss": self.val_loss,
+            "stopped_early_at": self.stopped_early_at,
             "checkpoint_path": final.location,
             # Rank 0 publishes the checkpoints: its peak (VmHWM, a fresh actor) is the largest.
             "worker_peak_rss_mb": round((peak_rss_bytes() or 0) / 2**20, 1),
