@@ -22,21 +22,26 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lmforge.pipeline.cluster.ray_runtime import ensure_ray
-from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.engine.run_records import PipelineRecord
-from lmforge.pipeline.engine.run_request import RunRequest, SweepLink, plan_for
+from lmforge.pipeline.engine.run_request import RunRequest, SweepLink
 from lmforge.pipeline.engine.runner import run_pipeline
-from lmforge.pipeline.engine.tracking import client, resolve_tracking_uri
-from lmforge.pipeline.errors import ConfigError, LmforgeError, StageFailed
-from lmforge.pipeline.sweep.early_stop import AshaSettings, EarlyStopper, asha_settings
-from lmforge.pipeline.sweep.grid import Variant, sweep_id
-from lmforge.pipeline.sweep.progress import eta_seconds, progress_line
+from lmforge.pipeline.engine.tracking import resolve_tracking_uri
+from lmforge.pipeline.errors import LmforgeError, StageFailed
+from lmforge.pipeline.sweep.asha_watch import AshaWatch
+from lmforge.pipeline.sweep.early_stop import EarlyStopper
+from lmforge.pipeline.sweep.grid import Variant
+from lmforge.pipeline.sweep.plan import PlannedVariant, plan_sweep, plan_variant
+from lmforge.pipeline.sweep.progress import sweep_progress
 from lmforge.pipeline.sweep.records import DONE_STATES, SweepBook, SweepRecord, VariantRecord
-from lmforge.pipeline.sweep.tracking import close_sweep_run, open_sweep_run
-from lmforge.pipeline.sweep.validation import check_swept_keys
+from lmforge.pipeline.sweep.tracking import (
+    close_sweep_run,
+    log_variant_figures,
+    mark_stopped_attempt,
+    open_sweep_run,
+    tag_stopped,
+)
 from lmforge.pipeline.sweep.variant_figures import collect_figures, loss_curves
 from lmforge.pipeline.training.early_stop import (
     read_stop,
@@ -68,15 +73,6 @@ class SweepOptions:
     metric: str = "val_perplexity"
 
 
-@dataclass(slots=True)
-class _Planned:
-    variant: Variant
-    overrides: list[str]
-    config: dict[str, Any]
-    stages: dict[str, str]
-    to_run: list[str]
-
-
 def run_sweep(shared: list[str], variants: list[Variant], options: SweepOptions) -> SweepRecord:
     """Run (or finish) the sweep of `variants`, each `shared + variant.overrides()`; returns
     its record. Raises ConfigError before anything starts on a bad key or value."""
@@ -87,43 +83,18 @@ class _Sweep:
     def __init__(self, shared: list[str], variants: list[Variant], options: SweepOptions) -> None:
         self.options = options
         self.shared = shared
-        check_swept_keys(variants)
-        base = compose(shared + variants[0].overrides())
-        self.asha: AshaSettings | None = None
-        extra: list[str] = []
-        if options.early_stop:
-            steps = max(compose(shared + v.overrides())["train"]["max_steps"] for v in variants)
-            self.asha = asha_settings(
-                steps, base["train"]["eval_every"], options.grace_period, options.reduction_factor
-            )
-            if not base["train"]["eval_every"]:
-                extra = [f"train.eval_every={self.asha.eval_every}"]
-        self.planned = [self._plan(v, shared + extra + v.overrides()) for v in variants]
-        self.config = self.planned[0].config
-        self.workdir = Path(self.config["workdir"]).expanduser().resolve()
-        if any(
-            Path(p.config["workdir"]).expanduser().resolve() != self.workdir for p in self.planned
-        ):
-            raise ConfigError("the variants of a sweep share one workdir: do not sweep workdir")
-        self.store_location = str(self.config["cluster"].get("store_uri") or self.workdir / "store")
-        if self.asha and stop_request_file(self.store_location, "x") is None:
-            raise ConfigError(
-                "--early-stop needs the store on a path the training workers see "
-                "(cluster.store_uri is a bucket): sweep without --early-stop"
-            )
+        plan = plan_sweep(
+            shared, variants, options.early_stop, options.grace_period, options.reduction_factor
+        )
+        self.planned, self.asha, self.sweep_id = plan.variants, plan.asha, plan.sweep_id
+        self.config, self.workdir, self.store_location = (
+            plan.config,
+            plan.workdir,
+            plan.store_location,
+        )
         self.book = SweepBook(self.workdir / "sweeps")
-        self.sweep_id = sweep_id(shared, variants, options.early_stop)
         self.lock = threading.Lock()
         self.live: dict[str, PipelineRecord] = {}
-
-    def _plan(self, variant: Variant, overrides: list[str]) -> _Planned:
-        config = compose(overrides)
-        try:
-            _, plan, _ = plan_for(RunRequest(config=config))
-        except ConfigError as exc:
-            raise ConfigError(f"variant {_describe(variant)}: {exc}") from exc
-        stages = {name: plan.stages[name].key for name in plan.order}
-        return _Planned(variant, overrides, config, stages, plan.to_run())
 
     # -- the record ---------------------------------------------------------------------------
 
@@ -152,11 +123,11 @@ class _Sweep:
                     variant.stages = dict(planned.stages)
         return record
 
-    def _still_done(self, variant: VariantRecord, planned: _Planned) -> bool:
+    def _still_done(self, variant: VariantRecord, planned: PlannedVariant) -> bool:
         """Whether a variant done before is still whole in the store (every stage cached)."""
         if variant.state == "finished":
             return not planned.to_run
-        return not self._plan(planned.variant, self._stopped_overrides(planned, variant)).to_run
+        return not plan_variant(planned.variant, self._stopped_overrides(planned, variant)).to_run
 
     def _save(self) -> None:
         self.book.save(self.record)
@@ -200,10 +171,10 @@ class _Sweep:
             log.removeFilter(prefix)
         return self._finish()
 
-    def _run_variants(self, pending: list[_Planned]) -> None:
+    def _run_variants(self, pending: list[PlannedVariant]) -> None:
         slots = self.options.max_concurrent or max(1, len(pending))
         self.slots = slots
-        work: queue.Queue[_Planned] = queue.Queue()
+        work: queue.Queue[PlannedVariant] = queue.Queue()
         for planned in pending:
             work.put(planned)
         threads = [
@@ -212,17 +183,26 @@ class _Sweep:
         ]
         for thread in threads:
             thread.start()
-        stopper = EarlyStopper(self.asha) if self.asha else None
-        last_line, last_time = "", 0.0
+        watch = (
+            AshaWatch(EarlyStopper(self.asha), self.tracking_uri, self.config, self.workdir)
+            if self.asha
+            else None
+        )
+        last_counts, last_time = "", 0.0
         while any(thread.is_alive() for thread in threads):
             for thread in threads:
                 thread.join(timeout=1.0 / len(threads))
-            if stopper is not None:
-                self._early_stop(stopper)
+            if watch is not None:
+                with self.lock:
+                    live = dict(self.live)
+                if watch.look(self.record, live):
+                    with self.lock:
+                        self._save()
             line = self._progress()
-            if line != last_line or time.time() - last_time > PROGRESS_EVERY_S:
+            counts = line.split(", ETA")[0]
+            if counts != last_counts or time.time() - last_time > PROGRESS_EVERY_S:
                 log.info("%s", line)
-                last_line, last_time = line, time.time()
+                last_counts, last_time = counts, time.time()
 
     def _worker(self, work: queue.Queue) -> None:
         while True:
@@ -233,13 +213,15 @@ class _Sweep:
             threading.current_thread().name = f"variant-{planned.variant.name}"
             self._run_variant(planned)
 
-    def _run_variant(self, planned: _Planned) -> None:
+    def _run_variant(self, planned: PlannedVariant) -> None:
         variant = self.record.variant(planned.variant.name)
         with self.lock:
             variant.state, variant.started_at, variant.finished_at = "running", time.time(), None
             self._save()
         stop_file = stop_request_file(self.store_location, planned.stages.get("pretrain", ""))
         withdraw_stop(stop_file)  # left by a sweep that died: not this one's decision
+        if self.asha and stop_file and variant.stopped_at is None:  # its training waits for ASHA
+            request_stop(stop_file, {"sweep": self.sweep_id, "variant": variant.variant})
         try:
             if variant.stopped_at is not None:  # stopped before: commit and evaluate its model
                 self._run_stopped(planned, variant)
@@ -253,27 +235,33 @@ class _Sweep:
                     raise
                 variant.stopped_at = int(answer["stopped_at"])
                 log.info("stopped early at step %d (ASHA on val_loss)", variant.stopped_at)
+                if variant.variant in self.live:
+                    mark_stopped_attempt(
+                        self.mlflow, self.live[variant.variant], variant.stopped_at
+                    )
                 self._run_stopped(planned, variant)
                 return
+            withdraw_stop(stop_file)
             self._done(variant, planned, pipeline, "finished")
         except LmforgeError as exc:
+            withdraw_stop(stop_file)
             with self.lock:
                 variant.state, variant.error = "failed", str(exc)[:500]
                 variant.finished_at = time.time()
                 self._save()
             log.error("FAILED: %s", str(exc)[:300])
 
-    def _run_stopped(self, planned: _Planned, variant: VariantRecord) -> None:
+    def _run_stopped(self, planned: PlannedVariant, variant: VariantRecord) -> None:
         overrides = self._stopped_overrides(planned, variant)
-        stopped = self._plan(planned.variant, overrides)
+        stopped = plan_variant(planned.variant, overrides)
         pipeline = self._pipeline(stopped, overrides, variant)
         self._done(variant, stopped, pipeline, "stopped")
 
     @staticmethod
-    def _stopped_overrides(planned: _Planned, variant: VariantRecord) -> list[str]:
+    def _stopped_overrides(planned: PlannedVariant, variant: VariantRecord) -> list[str]:
         return [*planned.overrides, f"train.stopped_at={variant.stopped_at}"]
 
-    def _pipeline(self, planned: _Planned, overrides: list[str], variant: VariantRecord):
+    def _pipeline(self, planned: PlannedVariant, overrides: list[str], variant: VariantRecord):
         link = SweepLink(
             sweep_id=self.sweep_id,
             variant=variant.variant,
@@ -297,7 +285,7 @@ class _Sweep:
         return run_pipeline(request)
 
     def _done(
-        self, variant: VariantRecord, planned: _Planned, pipeline: PipelineRecord, state: str
+        self, variant: VariantRecord, planned: PlannedVariant, pipeline: PipelineRecord, state: str
     ) -> None:
         figures = collect_figures(planned.config, self.workdir, pipeline)
         with self.lock:
@@ -307,80 +295,13 @@ class _Sweep:
             variant.state, variant.finished_at = state, time.time()
             self.live.pop(variant.variant, None)
             self._save()
+        log_variant_figures(self.mlflow, pipeline.mlflow_run_id, figures, variant.wall_s)
         if state == "stopped":
-            self._tag_stopped(pipeline, variant.stopped_at)
-
-    def _tag_stopped(self, pipeline: PipelineRecord, step: int | None) -> None:
-        """The stopped variant's runs say so: its pipeline run, and its stages below pretrain
-        (`lmforge.upstream_stopped`)."""
-        text = f"pretrain stopped early at step {step}"
-        try:
-            if pipeline.mlflow_run_id:
-                self.mlflow.set_tag(pipeline.mlflow_run_id, "lmforge.stopped_at", str(step))
-            for stage in pipeline.stages:
-                if (
-                    stage.stage not in ("clean", "train_tokenizer", "tokenize", "sample_index")
-                    and stage.mlflow_run_id
-                ):
-                    self.mlflow.set_tag(stage.mlflow_run_id, "lmforge.upstream_stopped", text)
-        except Exception as exc:
-            log.warning("could not tag the stopped variant's runs in MLflow: %s", exc)
-
-    def _early_stop(self, stopper: EarlyStopper) -> None:
-        """Hand each running variant's new val_loss figures to ASHA; ask those it stops to."""
-        with self.lock:
-            live = list(self.live.items())
-        for name, pipeline in live:
-            variant = self.record.variant(name)
-            try:
-                stage = pipeline.stage("pretrain")
-            except KeyError:
-                continue
-            if (
-                variant.stop_requested_at is not None
-                or stage.state != "running"
-                or not stage.mlflow_run_id
-            ):
-                continue
-            history = self._val_losses(stage.mlflow_run_id)
-            for step, value in history:
-                if stopper.report(name, step, value):
-                    path = stop_request_file(self.store_location, stage.key)
-                    request_stop(
-                        path or "", {"sweep": self.sweep_id, "variant": name, "step": step}
-                    )
-                    with self.lock:
-                        variant.stop_requested_at = step
-                        self._save()
-                    log.info("[%s] ASHA stops it at step %d (val_loss %.4f)", name, step, value)
-                    break
-
-    def _val_losses(self, run_id: str) -> list[tuple[int, float]]:
-        try:
-            history = client(self.tracking_uri).get_metric_history(run_id, "val_loss")
-        except Exception:  # a busy store: the next look gets it
-            return []
-        return sorted((m.step, m.value) for m in history)
+            tag_stopped(self.mlflow, pipeline, variant.stopped_at)
 
     def _progress(self) -> str:
-        now = time.time()
         with self.lock:
-            states = [v.state for v in self.record.variants]
-            walls = [v.wall_s for v in self.record.variants if v.state in DONE_STATES and v.wall_s]
-            elapsed = [
-                now - (v.started_at or now) for v in self.record.variants if v.state == "running"
-            ]
-        pending = states.count("pending")
-        eta = eta_seconds(walls, elapsed, pending, self.slots)
-        return progress_line(
-            self.sweep_id,
-            states.count("finished"),
-            states.count("stopped"),
-            states.count("failed"),
-            states.count("running"),
-            pending,
-            eta,
-        )
+            return sweep_progress(self.record, self.slots)
 
     def _finish(self) -> SweepRecord:
         from lmforge.pipeline.sweep.summary import table, write_page
@@ -423,7 +344,3 @@ class _VariantPrefix(logging.Filter):
             record.msg = f"[{name.removeprefix('variant-')}] {record.msg}"
             record.lmforge_variant = True
         return True
-
-
-def _describe(variant: Variant) -> str:
-    return " ".join(variant.overrides())

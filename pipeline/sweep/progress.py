@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from lmforge.pipeline.sweep.records import DONE_STATES, SweepRecord
+
 
 def eta_seconds(
     done_walls: list[float], running_elapsed: list[float], pending: int, slots: int
@@ -45,3 +47,21 @@ def _duration(seconds: float) -> str:
     if seconds >= 60:
         return f"{seconds // 60}m{seconds % 60:02d}s"
     return f"{seconds}s"
+
+
+def sweep_progress(record: SweepRecord, slots: int, now: float | None = None) -> str:
+    """The progress line of a sweep's record, `slots` variants running at a time."""
+    now = time.time() if now is None else now
+    states = [v.state for v in record.variants]
+    walls = [v.wall_s for v in record.variants if v.state in DONE_STATES and v.wall_s]
+    elapsed = [now - (v.started_at or now) for v in record.variants if v.state == "running"]
+    pending = states.count("pending")
+    return progress_line(
+        record.sweep_id,
+        states.count("finished"),
+        states.count("stopped"),
+        states.count("failed"),
+        states.count("running"),
+        pending,
+        eta_seconds(walls, elapsed, pending, slots),
+    )

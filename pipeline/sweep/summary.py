@@ -83,7 +83,7 @@ def table(record: SweepRecord) -> str:
                 *(row["params"].get(key, "-") for key in record.swept),
                 row["variant"],
                 state,
-                _figure(m["val_perplexity"], "{:.2f}"),
+                _figure(m["val_perplexity"], "{:.5g}"),
                 _figure(m["val_bits_per_byte"], "{:.3f}"),
                 _figure(m["tokens_per_s"], "{:.0f}"),
                 _figure(m["wall_s"], "{:.0f}s"),

@@ -16,14 +16,15 @@ from lmforge.pipeline.sweep.records import SweepRecord
 log = logging.getLogger("lmforge")
 
 
-def _store(config: dict[str, Any], workdir: Path):
+def open_config_store(config: dict[str, Any], workdir: Path):
+    """The artifact store a variant's config names."""
     settings = StoreSettings.from_cluster(config["cluster"], workdir)
     return open_store(config["cluster"].get("store_uri"), workdir, settings)
 
 
 def collect_figures(config: dict[str, Any], workdir: Path, pipeline: PipelineRecord) -> dict:
     """val perplexity, bits per byte and val loss (`perplexity`), tokens/s (`pretrain`)."""
-    store = _store(config, workdir)
+    store = open_config_store(config, workdir)
     keys = {s.stage: s.key for s in pipeline.stages if s.state in ("ran", "cached")}
     figures: dict[str, Any] = {}
     try:
@@ -44,7 +45,7 @@ def collect_figures(config: dict[str, Any], workdir: Path, pipeline: PipelineRec
 
 def loss_curves(config: dict[str, Any], workdir: Path, record: SweepRecord) -> dict[str, list]:
     """Each variant's training losses, step by step (`training_summary.json` of its model)."""
-    store = _store(config, workdir)
+    store = open_config_store(config, workdir)
     curves = {}
     for variant in record.variants:
         key = variant.stages.get("pretrain")

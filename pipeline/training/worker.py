@@ -45,7 +45,7 @@ from lmforge.pipeline.training.cpu_pinning import pin_training_thread, thread_cp
 from lmforge.pipeline.training.data.prefetch import BatchPrefetcher
 from lmforge.pipeline.training.data.sample_index import open_for_run
 from lmforge.pipeline.training.data.sampler import WindowSampler, load_batch, max_window_offset
-from lmforge.pipeline.training.early_stop import read_stop
+from lmforge.pipeline.training.early_stop import verdict
 from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
 from lmforge.pipeline.training.payload import TrainingPayload
 from lmforge.pipeline.training.precision import NATIVE_CHOICES, uses_bf16
@@ -158,6 +158,9 @@ class WorkerRun:
         )
         self.val_loss: float | None = None
         self.stopped_early_at: int | None = None
+        self.verdict_wait_s: float | None = None
+        """How long to wait for a sweep's verdict on a step (None: as long as `verdict` waits;
+        0 once a verdict came late: the sweep is gone)."""
         self.peak, self.peak_source = None, ""
         if self.rank == 0:
             dtype = torch.bfloat16 if precision == "bf16" else torch.float32
@@ -231,8 +234,20 @@ class WorkerRun:
             if self.metrics_sink is not None:
                 self.metrics_sink.log(self.state.step, {"val_loss": self.val_loss})
             _say(f"step {self.state.step}: val_loss {self.val_loss:.4f}")
-            stop = read_stop(self.payload.stop_file) is not None
+            stop = self._sweep_says_stop()
         return bool(all_gather(stop, self.world)[0])
+
+    def _sweep_says_stop(self) -> bool:
+        """Rank 0: whether a sweep watching this run stops it at this step (it waits for the
+        verdict, once too long it stops waiting)."""
+        if not self.payload.stop_file:
+            return False
+        wait = {} if self.verdict_wait_s is None else {"wait_s": self.verdict_wait_s}
+        said = verdict(self.payload.stop_file, self.state.step, **wait)
+        if said == "late" and self.verdict_wait_s is None:
+            self.verdict_wait_s = 0.0
+            _say(f"no verdict from the sweep on step {self.state.step}: training goes on")
+        return said == "stop"
 
     def _advance(self, result: StepResult, sampler_position: int) -> None:
         if not np.isfinite(result.loss):
