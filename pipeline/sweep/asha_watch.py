@@ -21,7 +21,7 @@ from lmforge.pipeline.errors import LmforgeError
 from lmforge.pipeline.sweep.early_stop import EarlyStopper
 from lmforge.pipeline.sweep.records import SweepRecord
 from lmforge.pipeline.sweep.variant_figures import open_config_store
-from lmforge.pipeline.training.early_stop import request_stop, stop_request_file
+from lmforge.pipeline.training.early_stop.requests import request_stop, stop_request_file
 
 log = logging.getLogger("lmforge")
 

@@ -43,7 +43,7 @@ from lmforge.pipeline.sweep.tracking import (
     tag_stopped,
 )
 from lmforge.pipeline.sweep.variant_figures import collect_figures, loss_curves
-from lmforge.pipeline.training.early_stop import (
+from lmforge.pipeline.training.early_stop.requests import (
     read_stop,
     request_stop,
     stop_request_file,

@@ -13,7 +13,7 @@ from lmforge.pipeline.errors import ConfigError
 from lmforge.pipeline.sweep.early_stop import AshaSettings, asha_settings
 from lmforge.pipeline.sweep.grid import Variant, sweep_id
 from lmforge.pipeline.sweep.validation import check_swept_keys
-from lmforge.pipeline.training.early_stop import stop_request_file
+from lmforge.pipeline.training.early_stop.requests import stop_request_file
 
 
 @dataclass(slots=True)

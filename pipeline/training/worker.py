@@ -45,7 +45,8 @@ from lmforge.pipeline.training.cpu_pinning import pin_training_thread, thread_cp
 from lmforge.pipeline.training.data.prefetch import BatchPrefetcher
 from lmforge.pipeline.training.data.sample_index import open_for_run
 from lmforge.pipeline.training.data.sampler import WindowSampler, load_batch, max_window_offset
-from lmforge.pipeline.training.early_stop import verdict
+from lmforge.pipeline.training.early_stop.requests import verdict
+from lmforge.pipeline.training.early_stop.val_slice import ValidationSlice
 from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
 from lmforge.pipeline.training.payload import TrainingPayload
 from lmforge.pipeline.training.precision import NATIVE_CHOICES, uses_bf16
@@ -61,7 +62,6 @@ from lmforge.pipeline.training.schedule import learning_rate
 from lmforge.pipeline.training.step_times import StepTimes, breakdown, data_wait_note
 from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.train_step import StepResult, TrainStep, build_engine
-from lmforge.pipeline.training.validation import ValidationSlice
 from lmforge.tokenizer.dataset import TokenDataset
 
 

@@ -106,7 +106,7 @@ def lineage_key(ctx: StageContext) -> str:
     num_cpus=0,  # it drives Ray Train workers, which hold the CPUs
 )
 def pretrain(ctx: StageContext) -> dict:
-    from lmforge.pipeline.training.early_stop import (
+    from lmforge.pipeline.training.early_stop.requests import (
         StoppedEarly,
         read_stop,
         request_stop,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lmforge.pipeline.training.early_stop import (
+from lmforge.pipeline.training.early_stop.requests import (
     StoppedEarly,
     read_stop,
     request_stop,
