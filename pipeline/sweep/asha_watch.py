@@ -11,6 +11,7 @@ stops gets a stop request (`training.early_stop`) and its record says at which s
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -70,15 +71,24 @@ class AshaWatch:
         return stopped
 
     def _feed_cached(self, name: str, key: str) -> None:
-        try:
-            source = (self.store.manifest("pretrain", key) or {}).get("mlflow_run_id")
-        except (LmforgeError, OSError):
-            source = None
-        history = self._history(source) if source else []
+        history = self._trained_history(key)
         for step, value in history:
             self.stopper.report(name, step, value)
         self.fed.add(name)
         log.info("[%s] ASHA counts its cached model's %d val_loss figures", name, len(history))
+
+    def _trained_history(self, key: str) -> list[tuple[int, float]]:
+        """The val_loss figures of a committed model: from its training summary (the whole
+        lineage's, however many runs it took), else from the MLflow run that produced it."""
+        try:
+            directory = self.store.materialize("pretrain", key)
+            summary = json.loads((directory / "training_summary.json").read_text("utf-8"))
+            if summary.get("val_losses"):
+                return sorted((int(step), float(value)) for step, value in summary["val_losses"])
+            source = (self.store.manifest("pretrain", key) or {}).get("mlflow_run_id")
+        except (LmforgeError, OSError, ValueError):
+            return []
+        return self._history(source) if source else []
 
     def _feed_running(self, name: str, run_id: str) -> tuple[int | None, int]:
         """(the step at which ASHA stops the variant, if it does; the last step it judged)."""

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmforge.pipeline.cluster.ray_runtime import ensure_ray
+from lmforge.pipeline.cluster.ray_runtime import ensure_ray, local_dashboard
 from lmforge.pipeline.engine.run_records import PipelineRecord
 from lmforge.pipeline.engine.run_request import RunRequest, SweepLink
 from lmforge.pipeline.engine.runner import run_pipeline
@@ -158,7 +158,12 @@ class _Sweep:
         if any(p.to_run for p in pending):
             os.environ.setdefault("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", TRAIN_START_TIMEOUT_S)
             cluster = self.config["cluster"]
-            ensure_ray(cluster.get("ray_address"), cluster.get("num_cpus"), self.workdir)
+            ensure_ray(
+                cluster.get("ray_address"),
+                cluster.get("num_cpus"),
+                self.workdir,
+                dashboard=local_dashboard(cluster),
+            )
         prefix = _VariantPrefix()
         log.addFilter(prefix)
         try:

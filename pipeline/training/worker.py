@@ -229,6 +229,7 @@ class WorkerRun:
         assert self.validation is not None
         with self.times.part("log"):  # time away from training, as logging is
             self.val_loss = self.validation.loss(self.engine, self.device)
+        self.state.val_losses.append([self.state.step, self.val_loss])
         stop = False
         if self.rank == 0:
             if self.metrics_sink is not None:
@@ -361,6 +362,7 @@ class WorkerRun:
             "precision": self.precisions[0] if len(set(self.precisions)) == 1 else "mixed",
             "resumed_from_step": self.resumed_from,
             "val_loss": self.val_loss,
+            "val_losses": [list(point) for point in self.state.val_losses],
             "stopped_early_at": self.stopped_early_at,
             "checkpoint_path": final.location,
             # Rank 0 publishes the checkpoints: its peak (VmHWM, a fresh actor) is the largest.
