@@ -15,11 +15,11 @@ no further.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
+from lmforge.durable import write_atomic
 from lmforge.pipeline.errors import LmforgeError
 from lmforge.pipeline.storage.location import is_bucket, local_path
 
@@ -53,9 +53,7 @@ def request_stop(path: str, request: dict[str, Any]) -> None:
     """Write the watch (atomically: a reader never sees half of one)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(f".{os.getpid()}.partial")
-    partial.write_text(json.dumps(request), encoding="utf-8")
-    os.replace(partial, target)
+    write_atomic(target, json.dumps(request))
 
 
 def read_stop(path: str | None) -> dict[str, Any] | None:
