@@ -97,6 +97,10 @@ def _record(config: dict, run_id: str) -> PipelineRecord:
 
 
 def status(args: argparse.Namespace, config: dict) -> int:
+    if args.sweep:
+        from lmforge.pipeline.cli.sweep import sweep_status
+
+        return sweep_status(args, config)
     record = _record(config, args.run)
     print(status_json(record) if args.json else status_table(record))
     return 0
@@ -241,6 +245,10 @@ def eval_perplexity(args: argparse.Namespace, config: dict) -> int:
 
 
 def report(args: argparse.Namespace, config: dict) -> int:
+    if args.sweep:
+        from lmforge.pipeline.cli.sweep import sweep_report
+
+        return sweep_report(args, config)
     card = _artifact(config, args.run, "report") / "model_card.md"
     print(card.read_text(encoding="utf-8") if args.print else card)
     return 0

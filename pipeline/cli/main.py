@@ -2,7 +2,8 @@
 
 lmforge run [--until STAGE] [--verify] [--lease-wait S] [preset=tiny] [workdir=DIR] [key=value ...]
 lmforge rerun STAGE [--downstream] [--verify] [--lease-wait S] [key=value ...]
-lmforge status [--json] [--run ID]
+lmforge status [--json] [--run ID | --sweep ID]
+lmforge sweep KEY=a,b [KEY2=x,y ...] [--random N] [--max-concurrent K] [--early-stop]
 lmforge dag | ui | sample "PROMPT" | tokenize-text "TEXT"
 """
 
@@ -20,7 +21,11 @@ from lmforge.pipeline.redaction import redact_text
 
 log = logging.getLogger("lmforge")
 
-EXTENSION_MODULES = ("lmforge.pipeline.cluster.ray_jobs", "lmforge.pipeline.cli.estimate")
+EXTENSION_MODULES = (
+    "lmforge.pipeline.cluster.ray_jobs",
+    "lmforge.pipeline.cli.estimate",
+    "lmforge.pipeline.cli.sweep",
+)
 """Modules adding subcommands: `register(subparsers, with_overrides)` adds parsers whose
 `handler` default is `fn(args, config) -> int`."""
 
@@ -59,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     status = with_overrides(sub.add_parser("status", help="state of the latest pipeline run"))
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--run", default="latest", help="pipeline run id (default: latest)")
+    status.add_argument("--sweep", metavar="ID", help="a sweep's comparison (ID or latest)")
     with_overrides(sub.add_parser("dag", help="print the DAG"))
     ui = with_overrides(sub.add_parser("ui", help="MLflow UI on this workdir's tracking store"))
     ui.add_argument("--port", type=int, default=5000)
@@ -91,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     report = with_overrides(sub.add_parser("report", help="print the model card's path"))
     report.add_argument("--run", default="latest", help="pipeline run id (default: latest)")
     report.add_argument("--print", action="store_true", help="print the model card itself")
+    report.add_argument("--sweep", metavar="ID", help="write a sweep's page (ID or latest)")
     for module in EXTENSION_MODULES:
         importlib.import_module(module).register(sub, with_overrides)
     return parser
@@ -99,7 +106,12 @@ def _parser() -> argparse.ArgumentParser:
 def _config(args: argparse.Namespace) -> dict:
     from lmforge.pipeline.config_tree import compose
 
-    config = compose(args.overrides)
+    overrides = args.overrides
+    if args.command == "sweep" or getattr(args, "sweep_job", False):
+        from lmforge.pipeline.cli.sweep import sweep_parts
+
+        overrides, _ = sweep_parts(overrides)  # each variant composes its own
+    config = compose(overrides)
     if getattr(args, "ray_address", None):
         config["cluster"]["ray_address"] = args.ray_address
     return config
@@ -112,8 +124,13 @@ OVERRIDE = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][\w.]*(=|$)")
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     overrides = [a for a in argv if OVERRIDE.match(a) and ("=" in a or a.startswith("~"))]
-    args = _parser().parse_args([a for a in argv if a not in overrides])
+    rest = [a for a in argv if a not in overrides]
+    sweep_job = rest[:1] == ["submit"] and "sweep" in rest  # `submit ... sweep KEY=a,b`
+    if sweep_job:
+        rest.remove("sweep")
+    args = _parser().parse_args(rest)
     args.overrides = overrides
+    args.sweep_job = sweep_job
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         return _dispatch(args)

@@ -58,7 +58,9 @@ def pipeline_entrypoint(args: argparse.Namespace, overrides: list[str] | None = 
     overrides = list(args.overrides if overrides is None else overrides)
     command = ["python", "-m", "lmforge.pipeline.cli.main"]
     # Overrides right after the verb (and stage): argparse reads positionals in one run.
-    if args.rerun:
+    if getattr(args, "sweep_job", False):
+        command += ["sweep", *overrides, *sweep_flags(args)]
+    elif args.rerun:
         command += ["rerun", args.rerun, *overrides]
         command += ["--downstream"] if args.downstream else []
     else:
@@ -66,11 +68,23 @@ def pipeline_entrypoint(args: argparse.Namespace, overrides: list[str] | None = 
             raise LmforgeError("--downstream only goes with --rerun STAGE")
         command += ["run", *overrides]
         command += ["--until", args.until] if args.until else []
-    command += ["--verify"] if getattr(args, "verify", False) else []
+    sweep = getattr(args, "sweep_job", False)
+    command += ["--verify"] if getattr(args, "verify", False) and not sweep else []
     lease_wait = getattr(args, "lease_wait", None)
     command += ["--lease-wait", f"{lease_wait:g}"] if lease_wait is not None else []
     command += ["--ray-address", "auto"]
     return shlex.join(command)
+
+
+def sweep_flags(args: argparse.Namespace) -> list[str]:
+    """`lmforge sweep`'s flags as they were given to `submit ... sweep`."""
+    flags: list[str] = []
+    for name in ("random", "max_concurrent", "grace_period", "reduction_factor"):
+        value = getattr(args, name, None)
+        flags += [f"--{name.replace('_', '-')}", f"{value:g}"] if value is not None else []
+    if getattr(args, "random", None) is not None:
+        flags += ["--seed", str(args.seed)]
+    return flags + (["--early-stop"] if getattr(args, "early_stop", False) else [])
 
 
 def split_secret_overrides(overrides: list[str]) -> tuple[list[str], dict[str, str]]:

@@ -11,6 +11,7 @@ from lmforge.pipeline.engine.driver import HEARTBEAT_TAG, HeartbeatWatch, driver
 from lmforge.pipeline.engine.driver_watch import kill_runs_of_dead_drivers
 from lmforge.pipeline.engine.plan import StagePlan
 from lmforge.pipeline.engine.run_records import PipelineRecord
+from lmforge.pipeline.engine.run_request import SweepLink
 from lmforge.pipeline.engine.tracking import (
     client,
     default_artifact_location,
@@ -47,20 +48,31 @@ def log_params(mlflow, run_id: str, params: dict[str, Any]) -> None:
 
 
 def create_parent_run(
-    mlflow, experiment_id: str, record: PipelineRecord, command: str, config: dict[str, Any]
+    mlflow,
+    experiment_id: str,
+    record: PipelineRecord,
+    command: str,
+    config: dict[str, Any],
+    sweep: SweepLink | None = None,
 ) -> str:
-    """The pipeline run's parent run, naming its driver, with the whole config as params."""
-    parent = mlflow.create_run(
-        experiment_id,
-        run_name=f"pipeline-{record.run_id}",
-        tags={
-            "lmforge.pipeline_run": record.run_id,
-            "lmforge.command": command,
-            **driver_tags(record.driver or {}),
-            HEARTBEAT_TAG: "0",
-        },
-    )
-    log_params(mlflow, parent.info.run_id, config)
+    """The pipeline run's parent run, naming its driver, with the whole config as params; a
+    sweep's variant nests under the sweep's run, with the swept keys as params of their own."""
+    tags = {
+        "lmforge.pipeline_run": record.run_id,
+        "lmforge.command": command,
+        **driver_tags(record.driver or {}),
+        HEARTBEAT_TAG: "0",
+    }
+    name = f"pipeline-{record.run_id}"
+    if sweep is not None:
+        tags |= {
+            "mlflow.parentRunId": sweep.parent_run_id,
+            "lmforge.sweep": sweep.sweep_id,
+            "lmforge.variant": sweep.variant,
+        }
+        name = f"{sweep.variant}-{record.run_id}"
+    parent = mlflow.create_run(experiment_id, run_name=name, tags=tags)
+    log_params(mlflow, parent.info.run_id, {**config, **(sweep.params if sweep else {})})
     return parent.info.run_id
 
 

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lmforge.pipeline.engine.dag import Dag
 from lmforge.pipeline.engine.execute import load_stages
 from lmforge.pipeline.engine.plan import Plan, make_plan
+from lmforge.pipeline.engine.run_records import PipelineRecord
 from lmforge.pipeline.engine.source_instances import base_name, for_config
 from lmforge.pipeline.engine.workdir import Workdir
 from lmforge.pipeline.storage.artifact_store import open_store
 from lmforge.pipeline.storage.settings import StoreSettings
+
+
+@dataclass(slots=True)
+class SweepLink:
+    """The sweep a pipeline run is a variant of: the run nests under the sweep's MLflow run,
+    tagged with the sweep and the variant, with the swept keys as params."""
+
+    sweep_id: str
+    variant: str
+    parent_run_id: str
+    params: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -29,6 +42,10 @@ class RunRequest:
     lease_wait_s: float | None = None
     """`--lease-wait`: how long to wait for a stage another run computes (None: the config's
     `cluster.lease_wait_s`)."""
+    sweep: SweepLink | None = None
+    """Set when the run is a sweep's variant."""
+    on_start: Callable[[PipelineRecord], None] | None = None
+    """Called with the run's record once it has one (a sweep follows its variants' stages)."""
 
 
 def plan_for(request: RunRequest) -> tuple[Dag, Plan, Workdir]:

@@ -147,10 +147,17 @@ class _Runner:
             self.tracking_uri, self.workdir.root, name, self.heartbeats
         )
         self.parent_id = create_parent_run(
-            self.mlflow, self.experiment_id, self.record, self.request.command, self.request.config
+            self.mlflow,
+            self.experiment_id,
+            self.record,
+            self.request.command,
+            self.request.config,
+            self.request.sweep,
         )
         self.record.mlflow_run_id = self.parent_id
         self.book.start(self.record)  # the first record: a run that never got here has none
+        if self.request.on_start is not None:
+            self.request.on_start(self.record)
         self.driver_watch = DriverWatch(
             self.tracking_uri,
             self.experiment_id,

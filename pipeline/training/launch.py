@@ -65,6 +65,7 @@ def run_pretraining(
     run_name: str | None = None,
     fault: FaultInjection | None = None,
     hf_export: HFExport | None = None,
+    stop_file: str | None = None,
 ) -> dict[str, Any]:
     """Train `model_cfg` on the token shards in `data_dir` in the order of the sample index in
     `sample_index_dir`, write the final model directory into `out_dir`, and return a summary.
@@ -76,6 +77,8 @@ def run_pretraining(
         storage (its copies of the reported checkpoints, run state), a shared path or a URI.
         The summary holds steps, tokens, initial/final loss, the per-step losses, tokens/s
         and MFU. hf_export: also write the Hugging Face export (its format is in the summary).
+        stop_file: where a sweep asks this run to stop early (`early_stop`); a run that
+        stopped has `stopped_early_at` in its summary and exports nothing.
     """
     payload = TrainingPayload(
         model=model_cfg,
@@ -90,6 +93,7 @@ def run_pretraining(
         tracking_uri=tracking_uri,
         mlflow_run_id=mlflow_run_id,
         fault=fault,
+        stop_file=stop_file,
     )
     name = run_name or f"pretrain-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     trainer = PipelineTrainer(
@@ -115,6 +119,9 @@ def run_pretraining(
     if result.checkpoint is None:
         raise PretrainingError("pretraining finished without reporting a checkpoint")
     summary = dict(result.metrics)
+    if summary.get("stopped_early_at") is not None:
+        _remove_run_dir(str(storage_path), name)
+        return summary
     location = pointed_location(result.checkpoint)
     try:
         exported = export_checkpoint(location, model_cfg, str(out_dir), hf_export)

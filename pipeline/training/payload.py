@@ -37,3 +37,5 @@ class TrainingPayload:
     """The pretrain stage's MLflow run."""
     fault: FaultInjection | None = None
     """Test/drill hook: one worker SIGKILLs itself once."""
+    stop_file: str | None = None
+    """Where a sweep asks this run to stop early (`early_stop.stop_request_file`)."""

@@ -133,6 +133,16 @@ class TrainConfig:
     peak_flops: float | None = None
     """Peak FLOP/s of one worker's device for MFU; None = a table for known GPUs, or a matmul
     rate measured once at start on CPU."""
+    eval_every: int = 0
+    """Every this many steps, the loss on a fixed slice of the validation split (`eval_windows`
+    windows) is logged to MLflow as `val_loss` (0 = never): what `lmforge sweep --early-stop`
+    stops variants on."""
+    eval_windows: int = 16
+    """Windows of the validation split (its first ones, the same at every evaluation) scored
+    every `eval_every` steps."""
+    stopped_at: int | None = None
+    """Train only to this step (the schedule still runs to `max_steps`): the model of a variant
+    a sweep stopped early there, committed under a key of its own (None = to max_steps)."""
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "global_batch_size", "micro_batch_size", "num_workers"):
@@ -140,6 +150,15 @@ class TrainConfig:
         for name in ("warmup_steps", "checkpoint_every", "keep_checkpoints", "log_every"):
             _require(name, getattr(self, name), minimum=0)
         _require("cpus_per_worker", self.cpus_per_worker, minimum=0)
+        _require("eval_every", self.eval_every, minimum=0)
+        _require("eval_windows", self.eval_windows, minimum=1)
+        if self.stopped_at is not None:
+            _require("stopped_at", self.stopped_at, minimum=1)
+            if self.stopped_at > self.max_steps:
+                raise ValueError(
+                    f"train.stopped_at={self.stopped_at} must be <= train.max_steps="
+                    f"{self.max_steps}"
+                )
         _require("sequence_unlikelihood_steps", self.sequence_unlikelihood_steps, minimum=0)
         _require("sequence_unlikelihood_every", self.sequence_unlikelihood_every, minimum=1)
         if self.sequence_unlikelihood_prefix is not None:
@@ -188,6 +207,11 @@ class TrainConfig:
             )
         if self.peak_flops is not None and not self.peak_flops > 0:
             raise ValueError(f"train.peak_flops must be > 0 or null, got {self.peak_flops!r}")
+
+    @property
+    def last_step(self) -> int:
+        """The step training ends at: `stopped_at` when set, else `max_steps`."""
+        return self.max_steps if self.stopped_at is None else self.stopped_at
 
     @property
     def sequence_phase_start(self) -> int:

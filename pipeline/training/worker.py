@@ -46,6 +46,8 @@ from lmforge.pipeline.training.data.mixture import open_training_data
 from lmforge.pipeline.training.data.prefetch import BatchPrefetcher
 from lmforge.pipeline.training.data.sample_index import open_for_run
 from lmforge.pipeline.training.data.sampler import WindowSampler, load_batch, max_window_offset
+from lmforge.pipeline.training.early_stop.requests import verdict
+from lmforge.pipeline.training.early_stop.val_slice import ValidationSlice
 from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
 from lmforge.pipeline.training.payload import TrainingPayload
 from lmforge.pipeline.training.precision import NATIVE_CHOICES, uses_bf16
@@ -149,6 +151,16 @@ class WorkerRun:
         self._decoding_timed = False
         self.saved_step = self.resumed_from
         self.metrics_sink = None
+        self.validation = (
+            ValidationSlice(payload.data_dir, payload.model.block_size, self.cfg.eval_windows)
+            if self.cfg.eval_every
+            else None
+        )
+        self.val_loss: float | None = None
+        self.stopped_early_at: int | None = None
+        self.verdict_wait_s: float | None = None
+        """How long to wait for a sweep's verdict on a step (None: as long as `verdict` waits;
+        0 once a verdict came late: the sweep is gone)."""
         self.peak, self.peak_source = None, ""
         if self.rank == 0:
             dtype = torch.bfloat16 if precision == "bf16" else torch.float32
@@ -163,9 +175,9 @@ class WorkerRun:
             _say(f"resumed from step {self.resumed_from} on {self.world} worker(s)")
         prefetch = (
             BatchPrefetcher(
-                self.dataset, self.sampler, cfg.prefetch_steps, cfg.max_steps - self.state.step
+                self.dataset, self.sampler, cfg.prefetch_steps, cfg.last_step - self.state.step
             )
-            if cfg.prefetch_steps > 0 and self.state.step < cfg.max_steps
+            if cfg.prefetch_steps > 0 and self.state.step < cfg.last_step
             else None
         )
         try:
@@ -180,7 +192,7 @@ class WorkerRun:
 
     def _train(self, prefetch: BatchPrefetcher | None) -> None:
         cfg = self.cfg
-        while self.state.step < cfg.max_steps:
+        while self.state.step < cfg.last_step:
             step = self.state.step
             torch.manual_seed(_step_seed(cfg.seed, step, self.rank))  # dropout masks
             with self.times.part("data"):  # with prefetching: the wait for the reading thread
@@ -205,6 +217,38 @@ class WorkerRun:
                 with self.times.part("checkpoint"):  # the copy to CPU memory; writing goes on
                     self.saver.save(self.state)
                     self.saved_step = self.state.step
+            if cfg.eval_every and self.state.step % cfg.eval_every == 0 and self._validate():
+                self.stopped_early_at = self.state.step
+                if self.rank == 0:
+                    _say(f"stopped early at step {self.state.step}: a sweep asked for it")
+                return
+
+    def _validate(self) -> bool:
+        """Score the validation slice and log `val_loss`; whether a sweep asked to stop (rank
+        0 reads the request, every rank follows it)."""
+        assert self.validation is not None
+        with self.times.part("log"):  # time away from training, as logging is
+            self.val_loss = self.validation.loss(self.engine, self.device)
+        self.state.val_losses.append([self.state.step, self.val_loss])
+        stop = False
+        if self.rank == 0:
+            if self.metrics_sink is not None:
+                self.metrics_sink.log(self.state.step, {"val_loss": self.val_loss})
+            _say(f"step {self.state.step}: val_loss {self.val_loss:.4f}")
+            stop = self._sweep_says_stop()
+        return bool(all_gather(stop, self.world)[0])
+
+    def _sweep_says_stop(self) -> bool:
+        """Rank 0: whether a sweep watching this run stops it at this step (it waits for the
+        verdict, once too long it stops waiting)."""
+        if not self.payload.stop_file:
+            return False
+        wait = {} if self.verdict_wait_s is None else {"wait_s": self.verdict_wait_s}
+        said = verdict(self.payload.stop_file, self.state.step, **wait)
+        if said == "late" and self.verdict_wait_s is None:
+            self.verdict_wait_s = 0.0
+            _say(f"no verdict from the sweep on step {self.state.step}: training goes on")
+        return said == "stop"
 
     def _advance(self, result: StepResult, sampler_position: int) -> None:
         if not np.isfinite(result.loss):
@@ -317,6 +361,9 @@ class WorkerRun:
             "precision_by_rank": self.precisions,
             "precision": self.precisions[0] if len(set(self.precisions)) == 1 else "mixed",
             "resumed_from_step": self.resumed_from,
+            "val_loss": self.val_loss,
+            "val_losses": [list(point) for point in self.state.val_losses],
+            "stopped_early_at": self.stopped_early_at,
             "checkpoint_path": final.location,
             # Rank 0 publishes the checkpoints: its peak (VmHWM, a fresh actor) is the largest.
             "worker_peak_rss_mb": round((peak_rss_bytes() or 0) / 2**20, 1),

@@ -44,7 +44,11 @@ def parse(sections: dict) -> PretrainConfig:
     return PretrainConfig(model=model, train=train)
 
 
-UNKEYED: dict[str, object] = {}
+UNKEYED: dict[str, object] = {
+    "train.eval_every": 0,
+    "train.eval_windows": 16,
+    "train.stopped_at": None,
+}
 """`model.*` and `train.*` keys added after 0.1.0, at the value that trains as 0.1.0 did: left
 out of the cache key and the lineage there (see `StageSpec.unkeyed`)."""
 
@@ -63,6 +67,9 @@ TRAJECTORY_NEUTRAL = (
     "log_every",
     "max_failures",
     "peak_flops",
+    "eval_every",
+    "eval_windows",
+    "stopped_at",
 )
 """Settings that do not change the training trajectory: a run may continue from another's
 checkpoints with different values (more steps, another worker count or ZeRO stage)."""
@@ -118,6 +125,12 @@ def pretrain(ctx: StageContext) -> dict:
 
 def _train(ctx: StageContext, checkpoint_dir: str) -> dict:
     """Train from the newest checkpoint of `checkpoint_dir` (whose lease this run holds)."""
+    from lmforge.pipeline.training.early_stop.requests import (
+        StoppedEarly,
+        read_stop,
+        request_stop,
+        stop_request_file,
+    )
     from lmforge.pipeline.training.export import HFExport
     from lmforge.pipeline.training.launch import run_pretraining
     from lmforge.tokenizer.convention import eot_id
@@ -125,6 +138,7 @@ def _train(ctx: StageContext, checkpoint_dir: str) -> dict:
 
     tok = load_tokenizer(ctx.input("train_tokenizer"))
     model_cfg = ModelConfig(**{**asdict(ctx.config.model), "vocab_size": tok.get_vocab_size()})
+    stop_file = stop_request_file(ctx.store_uri or str(ctx.workdir / "store"), ctx.key)
     summary = run_pretraining(
         model_cfg=model_cfg,
         train_cfg=ctx.config.train,
@@ -137,12 +151,18 @@ def _train(ctx: StageContext, checkpoint_dir: str) -> dict:
         storage_path=ctx.run_location("ray_storage"),
         tracking_uri=ctx.tracking_uri,
         mlflow_run_id=ctx.mlflow_run_id,
+        stop_file=stop_file,
         hf_export=HFExport(
             out_dir=str(ctx.out_dir / "hf"),
             tokenizer_dir=str(ctx.input("train_tokenizer")),
             eos_token_id=eot_id(tok),
         ),
     )
+    if summary.get("stopped_early_at") is not None:  # a sweep asked: not this key's model
+        step = int(summary["stopped_early_at"])
+        if stop_file:  # the answer the sweep waits for: where the checkpoint is
+            request_stop(stop_file, {**(read_stop(stop_file) or {}), "stopped_at": step})
+        raise StoppedEarly(step)
     (ctx.out_dir / "training_summary.json").write_text(json.dumps(summary, indent=2, default=str))
     result = {
         k: v for k, v in summary.items() if isinstance(v, int | float | str) and k != "model_dir"

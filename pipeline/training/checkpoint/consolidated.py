@@ -84,6 +84,8 @@ class TrainerState:
     """Workers of the run that wrote it (informational: resuming on another count is exact)."""
     losses: list[float] = field(default_factory=list)
     """Mean training loss of every step 1..step, for the loss curve."""
+    val_losses: list[list[float]] = field(default_factory=list)
+    """[step, val_loss] at every `train.eval_every` steps so far (what a sweep's ASHA judges)."""
     model_config: dict[str, Any] = field(default_factory=dict)
     """The model config the tensors belong to."""
 

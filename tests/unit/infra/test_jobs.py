@@ -147,3 +147,21 @@ def test_lease_wait_reaches_the_submitted_run():
         assert parsed.lease_wait == seconds
     plain = _parser().parse_args(shlex.split(job_payload.pipeline_entrypoint(_submit_args()))[3:])
     assert plain.lease_wait is None, "no flag: the run takes cluster.lease_wait_s"
+
+
+def test_submit_sweep_becomes_lmforge_sweep_with_its_flags(monkeypatch):
+    """`lmforge submit --address URL sweep KEY=a,b ...` runs `lmforge sweep` on the cluster."""
+    import lmforge.pipeline.cli.main as cli
+
+    seen = {}
+    monkeypatch.setattr(cli, "_dispatch", lambda args: seen.setdefault("args", args) and 0)
+    argv = ["submit", "--address", "http://head:8265", "sweep", "workdir=/shared/runs"]
+    argv += ["train.lr=1e-3,3e-3", "--early-stop", "--max-concurrent", "2"]
+    cli.main(argv)
+    args = seen["args"]
+    assert args.command == "submit" and args.sweep_job
+    command = shlex.split(job_payload.pipeline_entrypoint(args))
+    parsed = _parser().parse_args(command[3:])
+    assert parsed.command == "sweep" and parsed.early_stop and parsed.max_concurrent == 2
+    assert parsed.ray_address == "auto"
+    assert "train.lr=1e-3,3e-3" in command

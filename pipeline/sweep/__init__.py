@@ -1,0 +1,1 @@
+"""`lmforge sweep`: variants of one pipeline side by side over one store (docs/sweeps.md)."""
