@@ -347,9 +347,15 @@ def test_in_process_the_stage_process_holds_the_weights_and_no_actor_runs(
     here = run(f"eval.{name}.in_process=true", f"eval.{name}.actors=0")
     assert [p.name for p in here.processes] == ["coordinator"]
     assert here.size["actors"] == 1 and here.size["actors_per_node"] == 1
-    pooled = {p.name: p for p in run(f"eval.{name}.in_process=false").processes}
-    # The same imports as an actor, and the weights an actor would hold.
-    assert here.processes[0].peak_rss_mb == pytest.approx(pooled["actor"].peak_rss_mb)
+    pooled = run(f"eval.{name}.in_process=false", f"eval.{name}.actors=1")
+    # A base of its own (the stage's work and torch in one process) and the weights.
+    base = coefficients["stages"][name]["in_process_mb"]
+    weights = copies * 4 * here.size["params"] / 2**20
+    assert here.processes[0].peak_rss_mb == pytest.approx(base + weights)
+    # The same work on one actor: what the pool pays more is the actor's start-up.
+    start = coefficients["stages"][name]["actor_start_s"]
+    assert start > 0
+    assert pooled.wall_s - here.wall_s == pytest.approx(start, rel=1e-6)
     bigger = run(f"eval.{name}.in_process=true", "model.d_model=1024", "model.d_ff=4096")
     params = {r.size["params"] for r in (here, bigger)}
     grown = bigger.processes[0].peak_rss_mb - here.processes[0].peak_rss_mb
