@@ -34,6 +34,15 @@ tokens in 365M documents, about 1.9 KB of text each)."""
 def register(sub, with_overrides) -> None:
     """Add `estimate` to the `lmforge` parser."""
     p = with_overrides(sub.add_parser("estimate", help="predict time, memory, storage per stage"))
+    add_corpus_and_cluster(p)
+    p.add_argument("--json", action="store_true", help="one stable JSON object")
+    p.add_argument("--calibrate", action="store_true", help="refit coefficients on this machine")
+    p.add_argument("--quick", action="store_true", help="with --calibrate: the smallest sizes")
+    p.set_defaults(handler=estimate_handler)
+
+
+def add_corpus_and_cluster(p: argparse.ArgumentParser) -> None:
+    """The corpus, cluster and coefficients flags of every command that prices a run."""
     p.add_argument("--docs", help="documents in the corpus (1e9, 10M)")
     p.add_argument("--bytes", help="text in the corpus, uncompressed (1TB, 256GB)")
     p.add_argument("--nodes", type=int, help="nodes (default 1: this machine)")
@@ -46,10 +55,6 @@ def register(sub, with_overrides) -> None:
     p.add_argument("--keep-fraction", type=float, help="share of documents clean keeps (0.6)")
     p.add_argument("--bytes-per-token", type=float, help="text bytes per token (from vocab)")
     p.add_argument("--coefficients", help="a coefficients JSON (default: calibrated, shipped)")
-    p.add_argument("--json", action="store_true", help="one stable JSON object")
-    p.add_argument("--calibrate", action="store_true", help="refit coefficients on this machine")
-    p.add_argument("--quick", action="store_true", help="with --calibrate: the smallest sizes")
-    p.set_defaults(handler=estimate_handler)
 
 
 def estimate_handler(args: argparse.Namespace, config: dict) -> int:

@@ -20,7 +20,11 @@ from lmforge.pipeline.redaction import redact_text
 
 log = logging.getLogger("lmforge")
 
-EXTENSION_MODULES = ("lmforge.pipeline.cluster.ray_jobs", "lmforge.pipeline.cli.estimate")
+EXTENSION_MODULES = (
+    "lmforge.pipeline.cluster.ray_jobs",
+    "lmforge.pipeline.cli.estimate",
+    "lmforge.pipeline.cli.scaling",
+)
 """Modules adding subcommands: `register(subparsers, with_overrides)` adds parsers whose
 `handler` default is `fn(args, config) -> int`."""
 
