@@ -20,6 +20,8 @@ class CorpusSize:
     train_tokens: float | None
     """Tokens of the training split, measured by `tokenize` (None: the estimate's guess)."""
     source: str
+    train_docs: float | None = None
+    """Documents of the training split, as `tokenize` counted them."""
 
 
 def newest_manifest(store: Path, stage: str) -> dict | None:
@@ -43,8 +45,14 @@ def corpus_from_store(workdir: Path) -> CorpusSize | None:
     if size.get("keep_fraction"):
         corpus["keep_fraction"] = float(size["keep_fraction"])
     tokenize = newest_manifest(store, "tokenize")
-    tokens = (tokenize or {}).get("summary", {}).get("train_tokens")
-    return CorpusSize(corpus, float(tokens) if tokens else None, f"{store}/clean (newest)")
+    summary = (tokenize or {}).get("summary", {})
+    tokens, docs = summary.get("train_tokens"), summary.get("train_docs")
+    return CorpusSize(
+        corpus,
+        float(tokens) if tokens else None,
+        f"{store}/clean (newest)",
+        float(docs) if docs else None,
+    )
 
 
 def corpus_size(given: dict[str, float] | None, workdir: Path) -> CorpusSize:
