@@ -7,11 +7,13 @@ attention and LM head terms likewise). Generating with the KV cache decodes ever
 call together, one step per new token, and pays per step (the Python loop, the cache) and per
 generated token (sampling over the vocabulary) besides the FLOPs: on small models these
 overheads dominate, so each is fitted. Starting the actors (a Ray worker each, importing torch
-and loading the model, side by side) is a term of its own (`actor_start_s`), which a stage that
-runs the model in its own process (`in_process`) does not pay; such a process holds its own base
-(`in_process_mb`: the stage's imports and torch's) and the weights. On GPU actors the FLOPs run
-at the data sheet's peak times the stated MFU (`--gpu-peak-tflops`, `--mfu`), as training's do;
-the per-step and per-token overheads keep their coefficients.
+and loading the model, side by side) is a term of its own (`actor_start_s`). A stage that runs
+the model in its own process (`in_process`) has a cost form of its own: no actor start-up, its
+own seconds per FLOP on CPU (`in_process_s_per_flop`: one process, no pool calls, beside the
+other eval stages), and a memory base of its own (`in_process_mb`: the stage's imports and
+torch's) under the weights. On GPU actors the FLOPs run at the data sheet's peak times the
+stated MFU (`--gpu-peak-tflops`, `--mfu`), as training's do; the per-step and per-token
+overheads keep their coefficients.
 """
 
 from __future__ import annotations
@@ -90,6 +92,8 @@ def generation_wall(
     rate = s.get("gpu_flops_per_s", 0.0)  # absent from sizes recorded before it was costed
     if rate > 0:
         wall[KNOWN] = flops / rate
+    elif s.get("in_process"):
+        wall["in_process_s_per_flop"] = flops
     else:
         wall["cpu_s_per_flop"] = flops
     return wall
