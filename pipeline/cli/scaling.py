@@ -1,6 +1,6 @@
 """`lmforge scaling`: plan a grid of runs for a scaling law, and fit one to finished runs.
 
-lmforge scaling plan --budgets 1e13,3e13,1e14 [--sizes 4] [--max-epochs 4] [preset=...]
+lmforge scaling plan --budgets 1e13,3e13,1e14 [--sizes 4] [--max-epochs 4] [--fit ID] [preset=...]
     [--docs N --bytes B] [cluster flags of `lmforge estimate`] [--json]
 lmforge scaling fit --runs RUNS.json [--out DIR] [--bootstrap 200] [--seed 0]
 
@@ -31,6 +31,7 @@ def register(sub, with_overrides) -> None:
         "--max-epochs", type=float, default=4.0, help="refuse runs repeating the corpus more"
     )
     plan.add_argument("--json", action="store_true", help="the grid as JSON")
+    plan.add_argument("--fit", help="centre on this scaling fit's N*(C) (ID, latest or PATH)")
     add_corpus_and_cluster(plan)
     plan.set_defaults(handler=plan_handler)
     fit = with_overrides(verbs.add_parser("fit", help="fit L(N, D) to finished runs"))
@@ -73,6 +74,7 @@ def plan_handler(args: argparse.Namespace, config: dict) -> int:
         batch_tokens,
         train_tokens,
         max_epochs=args.max_epochs,
+        optimum=_fitted_optimum(args.fit, workdir, base) if args.fit else None,
     )
     priced = price_grid(variants, args.overrides, size.corpus, cluster, coefficients)
     if args.json:
@@ -101,6 +103,19 @@ def plan_handler(args: argparse.Namespace, config: dict) -> int:
         f"the grid, one run after another: {format_duration(total)}"
     )
     return 0
+
+
+def _fitted_optimum(ref: str, workdir: Path, base):
+    """N*(C) of a scaling fit over the preset's family of shapes."""
+    from lmforge.pipeline.scaling.budget_plan import optimum
+    from lmforge.pipeline.scaling.fit_record import load_fit
+    from lmforge.pipeline.scaling.parametric_fit import LawParameters
+    from lmforge.pipeline.scaling.shapes import shape_family
+
+    law = load_fit(ref, workdir)["law"]
+    fitted = LawParameters(law["E"], law["A"], law["B"], law["alpha"], law["beta"])
+    family = shape_family(base)
+    return lambda budget: optimum(fitted, budget, family)[0]
 
 
 def _estimated_train_tokens(config, size, cluster, coefficients) -> float:

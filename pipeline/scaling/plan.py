@@ -2,7 +2,8 @@
 optimum, each trained for D = C / (FLOPs per token) tokens.
 
 Without a fit the expected optimum is Chinchilla's rule of about 20 tokens per parameter
-(Hoffmann et al. 2022): the N whose C = 20 N x FLOPs per token; with one, the fit's N*(C). The
+(Hoffmann et al. 2022): the N whose C = 20 N x FLOPs per token; with one (`--fit`), the fit's
+N*(C). The
 K shapes' N are spread evenly on a log scale from N*/SPREAD to N* x SPREAD (an IsoFLOP profile
 needs both sides of its minimum). A run's tokens are whole steps of the preset's batch, so a
 budget is met to within half a step: at MIN_STEPS steps or more, within 1%.
@@ -90,9 +91,10 @@ def plan_grid(
     variants = []
     for budget in sorted(budgets):
         centre = optimum(budget)
-        targets = [centre * SPREAD ** (2 * k / (sizes - 1) - 1) for k in range(sizes)]
         if sizes == 1:
             targets = [centre]
+        else:
+            targets = [centre * SPREAD ** (2 * k / (sizes - 1) - 1) for k in range(sizes)]
         smallest = family[0]
         if targets[0] < smallest.params / math.sqrt(SPREAD):
             raise ConfigError(

@@ -97,3 +97,20 @@ def test_the_cli_refuses_with_one_line_naming_what_to_change(capsys):
     code = main(["scaling", "plan", "--budgets", "1e9", "--docs", "1e6", "preset=tiny"])
     err = capsys.readouterr().err.strip()
     assert code != 0 and len(err.splitlines()) == 1 and "raise the budget" in err
+
+
+def test_one_shape_a_budget_is_the_optimum_itself():
+    (variant,) = plan_grid([1e14], 1, BASE, BATCH, None)
+    centre = rule_optimum(shape_family(BASE))(1e14)
+    assert abs(math.log(variant.shape.params / centre)) < math.log(SPREAD)
+
+
+def test_a_fit_moves_the_grid_to_its_optimum(tmp_path, capsys):
+    law = {"E": 1.8, "A": 300.0, "B": 900.0, "alpha": 0.35, "beta": 0.3}
+    (tmp_path / "fit.json").write_text(json.dumps({"format": 1, "law": law, "samples": []}))
+    argv = ["scaling", "plan", "--budgets", "1e14", "--sizes", "3", "--docs", "1e6", "--json"]
+    assert main([*argv, "preset=tiny"]) == 0
+    rule = [r["params"] for r in json.loads(capsys.readouterr().out)["runs"]]
+    assert main([*argv, "--fit", str(tmp_path / "fit.json"), "preset=tiny"]) == 0
+    fitted = [r["params"] for r in json.loads(capsys.readouterr().out)["runs"]]
+    assert fitted != rule and len(fitted) == 3
