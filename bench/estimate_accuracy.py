@@ -11,8 +11,11 @@ process); its stages are listed too. The last line is JSON: `{"bench": "estimate
 within +-30%).
 
     .venv/bin/python bench/estimate_accuracy.py [--quick] [--tolerance 0.3] [--keep DIR]
+        [--case NAME ...]
 
 With `--keep DIR`, a run started again on the same DIR reuses every size already measured there.
+`--case pipeline` measures and checks that case alone (the other stages keep the shipped fit):
+the demo's own run, every stage of it, without the clean and BPE scale cases.
 """
 
 from __future__ import annotations
@@ -78,12 +81,21 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small fit and target sizes")
     parser.add_argument("--tolerance", type=float, default=0.3)
     parser.add_argument("--keep", type=Path, help="work here and keep it (default: a temp dir)")
+    parser.add_argument("--case", action="append", help="only this calibration case (repeatable)")
     args = parser.parse_args()
+
+    def chosen(sizes: tuple, case) -> tuple:
+        return sizes if not args.case or case.name in args.case else ()
+
     root = args.keep or Path(tempfile.mkdtemp(prefix="lmforge-estimate-accuracy-"))
     try:
-        fit_samples = run_cases(root / "fit", lambda c: c.quick_fit if args.quick else c.fit)
+        fit_samples = run_cases(
+            root / "fit", lambda c: chosen(c.quick_fit if args.quick else c.fit, c)
+        )
         coefficients = fit(fit_samples, load_coefficients(shipped_coefficients()))
-        targets = run_cases(root / "target", lambda c: c.quick_target if args.quick else c.target)
+        targets = run_cases(
+            root / "target", lambda c: chosen(c.quick_target if args.quick else c.target, c)
+        )
         found, lines = checks(targets, coefficients)
         if args.keep:  # what was fitted and checked, to look into or refit later
             for name, data in (("fit", fit_samples), ("target", targets)):
@@ -105,6 +117,7 @@ def main() -> None:
     result = {
         "bench": "estimate_accuracy",
         "quick": args.quick,
+        "cases": args.case or "all",
         "fit_samples": len(fit_samples),
         "checks": found,
         "max_time_error": max(time_errors, default=None),

@@ -45,6 +45,21 @@ def flops_per_token(cfg: ModelConfig) -> float:
     return 6.0 * non_embedding_parameters(cfg) + 12.0 * cfg.n_layer * cfg.d_model * cfg.block_size
 
 
+def compute_parameters(cfg: ModelConfig) -> int:
+    """A scaling law's N: every parameter that costs FLOPs per token, i.e. all but the embedding
+    lookups (token and learned positions), the LM head included (tied or not, its matmul runs).
+    At small sizes the head is most of it; leaving it out is part of why Kaplan's and
+    Chinchilla's exponents disagree (Porian et al. 2024)."""
+    return non_embedding_parameters(cfg) + cfg.vocab_size * cfg.d_model
+
+
+def training_flops_per_token(cfg: ModelConfig) -> float:
+    """FLOPs of one training step per token with the LM head: 6 N (N = compute_parameters, the
+    head's matmul included) + the attention term of `flops_per_token`. The compute budget of a
+    run is this times its tokens; MFU keeps `flops_per_token`, without the head."""
+    return flops_per_token(cfg) + 6.0 * cfg.d_model * cfg.vocab_size
+
+
 def mfu(tokens_per_s: float, cfg: ModelConfig, peak_flops: float) -> float:
     """Model FLOPs utilisation: achieved training FLOP/s over the hardware's peak FLOP/s."""
     if peak_flops <= 0:

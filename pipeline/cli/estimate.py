@@ -3,6 +3,8 @@
 lmforge estimate [preset=...] [key=value ...] --docs N --bytes B --nodes K --cpus-per-node C
     [--gpus-per-node G --gpu-peak-tflops F] [--gpu-memory M] [--memory-per-node M] [--json]
 lmforge estimate --calibrate [--quick]     # refit the coefficients on this machine
+lmforge estimate --compute-budget C | --target-loss L [--fit ID|latest|PATH] [...]
+    # the compute-optimal run from a scaling fit (pipeline/cli/estimate_budget.py)
 
 Sizes take units (`256GB`, `1TB`, `64GiB`), counts `1e9` or `10M`. Without a cluster shape it
 plans for this machine. It answers at once: no Ray, no data read.
@@ -34,6 +36,20 @@ tokens in 365M documents, about 1.9 KB of text each)."""
 def register(sub, with_overrides) -> None:
     """Add `estimate` to the `lmforge` parser."""
     p = with_overrides(sub.add_parser("estimate", help="predict time, memory, storage per stage"))
+    add_corpus_and_cluster(p)
+    p.add_argument("--json", action="store_true", help="one stable JSON object")
+    p.add_argument("--calibrate", action="store_true", help="refit coefficients on this machine")
+    p.add_argument("--quick", action="store_true", help="with --calibrate: the smallest sizes")
+    p.add_argument(
+        "--compute-budget", help="plan the compute-optimal run: FLOPs (1e18) or GPU-hours (500gpuh)"
+    )
+    p.add_argument("--target-loss", type=float, help="plan the cheapest run reaching this loss")
+    p.add_argument("--fit", default="latest", help="the scaling fit: ID, latest or PATH")
+    p.set_defaults(handler=estimate_handler)
+
+
+def add_corpus_and_cluster(p: argparse.ArgumentParser) -> None:
+    """The corpus, cluster and coefficients flags of every command that prices a run."""
     p.add_argument("--docs", help="documents in the corpus (1e9, 10M)")
     p.add_argument("--bytes", help="text in the corpus, uncompressed (1TB, 256GB)")
     p.add_argument("--nodes", type=int, help="nodes (default 1: this machine)")
@@ -46,10 +62,6 @@ def register(sub, with_overrides) -> None:
     p.add_argument("--keep-fraction", type=float, help="share of documents clean keeps (0.6)")
     p.add_argument("--bytes-per-token", type=float, help="text bytes per token (from vocab)")
     p.add_argument("--coefficients", help="a coefficients JSON (default: calibrated, shipped)")
-    p.add_argument("--json", action="store_true", help="one stable JSON object")
-    p.add_argument("--calibrate", action="store_true", help="refit coefficients on this machine")
-    p.add_argument("--quick", action="store_true", help="with --calibrate: the smallest sizes")
-    p.set_defaults(handler=estimate_handler)
 
 
 def estimate_handler(args: argparse.Namespace, config: dict) -> int:
@@ -61,6 +73,8 @@ def estimate_handler(args: argparse.Namespace, config: dict) -> int:
 
         calibrate(workdir, quick=args.quick)
         return 0
+    if args.compute_budget or args.target_loss is not None:
+        return _budget(args, config, workdir)
     path = coefficients_path(args.coefficients, workdir)
     coefficients = load_coefficients(path)
     coefficients.setdefault("fitted_on", {})["path"] = str(path)
@@ -69,6 +83,19 @@ def estimate_handler(args: argparse.Namespace, config: dict) -> int:
         print(json.dumps(result.to_json(), indent=2))
     else:
         print(render(result))
+    return 0
+
+
+def _budget(args: argparse.Namespace, config: dict, workdir: Path) -> int:
+    """The compute-optimal run of a scaling fit, priced (`estimate_budget.py`)."""
+    from lmforge.pipeline.cli.estimate_budget import plan_for_budget
+
+    given = corpus_of(args) if (args.docs or args.bytes) else None
+    planned = plan_for_budget(args, config, workdir, cluster_of(args), given)
+    if args.json:
+        print(json.dumps(planned.run.to_json() | planned.data, indent=2))
+    else:
+        print("\n".join(planned.lines) + "\n\n" + render(planned.run))
     return 0
 
 

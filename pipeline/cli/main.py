@@ -25,6 +25,7 @@ EXTENSION_MODULES = (
     "lmforge.pipeline.cluster.ray_jobs",
     "lmforge.pipeline.cli.estimate",
     "lmforge.pipeline.cli.sweep",
+    "lmforge.pipeline.cli.scaling",
 )
 """Modules adding subcommands: `register(subparsers, with_overrides)` adds parsers whose
 `handler` default is `fn(args, config) -> int`."""

@@ -11,6 +11,8 @@ one equation in its coefficients; they are solved by non-negative least squares 
 errors (a 10 s stage and a 1,000 s one weigh alike), with a weak pull (`PRIOR_WEIGHT`) towards
 the previous coefficients, so one that the samples cannot tell apart from another (a fixed cost
 and a per-byte cost measured at one size only) keeps its earlier value instead of jumping to 0.
+Peak memory is fitted as an envelope instead: no measured peak is predicted below what it was,
+on the machine the coefficients are fitted on (a linear programme, `_upper_envelope`).
 """
 
 from __future__ import annotations
@@ -35,12 +37,10 @@ PRIOR_WEIGHT = 0.01
 
 
 def fit_stage(stage: str, samples: list[dict], previous: dict[str, float]) -> dict[str, float]:
-    """The stage's coefficients fitted to its samples (`previous` where they say nothing)."""
-    import numpy as np
-    from scipy.optimize import nnls
-
+    """The stage's coefficients fitted to its samples (`previous` where they say nothing): time
+    and bytes by least squares, memory as the lowest envelope over every measured peak."""
     model = cost_models()[stage]
-    rows, targets = [], []
+    rows: dict[bool, list[tuple[dict, float, float]]] = {False: [], True: []}
     for sample in samples:
         forms = model.cost(sample["size"]).measures()
         for measure, value in sample["measured"].items():
@@ -49,13 +49,23 @@ def fit_stage(stage: str, samples: list[dict], previous: dict[str, float]) -> di
                 continue
             features = {k: v for k, v in form.items() if k != KNOWN and v}
             if features:
-                rows.append(features)
-                targets.append((value, form.get(KNOWN, 0.0)))
-    names = sorted({name for row in rows for name in row})
+                rows[measure.endswith("_rss_mb")].append((features, value, form.get(KNOWN, 0.0)))
+    fitted = dict(previous)
+    fitted.update(_least_squares(rows[False], previous))
+    fitted.update(_upper_envelope(rows[True], previous))
+    return fitted
+
+
+def _least_squares(rows: list[tuple[dict, float, float]], previous: dict) -> dict[str, float]:
+    """Non-negative least squares on relative errors, with the pull towards `previous`."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    names = sorted({name for features, _, _ in rows for name in features})
     if not names:
-        return dict(previous)
-    a = [[row.get(n, 0.0) / y for n in names] for row, (y, _) in zip(rows, targets, strict=True)]
-    b = [(y - known) / y for y, known in targets]
+        return {}
+    a = [[features.get(n, 0.0) / y for n in names] for features, y, _ in rows]
+    b = [(y - known) / y for _, y, known in rows]
     for i, name in enumerate(names):  # the pull towards the previous value
         if previous.get(name, 0) > 0:
             a.append([PRIOR_WEIGHT / previous[name] if j == i else 0.0 for j in range(len(names))])
@@ -64,9 +74,46 @@ def fit_stage(stage: str, samples: list[dict], previous: dict[str, float]) -> di
     scale = np.abs(matrix).max(axis=0)
     scale[scale == 0] = 1.0
     solution, _ = nnls(matrix / scale, np.array(b))
-    fitted = dict(previous)
-    fitted.update({n: float(x / s) for n, x, s in zip(names, solution, scale, strict=True)})
-    return fitted
+    return {n: float(x / s) for n, x, s in zip(names, solution, scale, strict=True)}
+
+
+def _upper_envelope(rows: list[tuple[dict, float, float]], previous: dict) -> dict[str, float]:
+    """Memory coefficients that predict no measured peak below what it was, and overshoot the
+    peaks as little as they can (the sum of relative excesses, with the same pull towards
+    `previous`): an estimate that predicts too little memory is how a run ends out of memory.
+    A linear programme: minimise sum_i (a_i x) / y_i + w sum_j |x_j / p_j - 1| subject to
+    a_i x >= y_i - known_i, x >= 0."""
+    import numpy as np
+    from scipy.optimize import linprog
+
+    names = sorted({name for features, _, _ in rows for name in features})
+    if not names:
+        return {}
+    n = len(names)
+    a = np.array([[features.get(name, 0.0) / y for name in names] for features, y, _ in rows])
+    b = np.array([(y - known) / y for _, y, known in rows])
+    scale = np.abs(a).max(axis=0)
+    scale[scale == 0] = 1.0
+    a = a / scale  # z_j = x_j * scale_j: columns of one magnitude
+    pulled = [j for j, name in enumerate(names) if previous.get(name, 0) > 0]
+    # Variables: z (n), then t_k >= |x_j / p_j - 1| for each pulled coefficient j.
+    cost = np.concatenate([a.sum(axis=0), np.full(len(pulled), PRIOR_WEIGHT)])
+    upper = [np.concatenate([-a_i, np.zeros(len(pulled))]) for a_i in a]
+    bound = list(-b)
+    for k, j in enumerate(pulled):
+        ratio = np.zeros(n + len(pulled))
+        ratio[j] = 1.0 / (scale[j] * previous[names[j]])
+        ratio[n + k] = -1.0
+        upper.append(ratio)  # x_j / p_j - 1 <= t_k
+        bound.append(1.0)
+        mirror = -ratio
+        mirror[n + k] = -1.0
+        upper.append(mirror)  # 1 - x_j / p_j <= t_k
+        bound.append(-1.0)
+    result = linprog(cost, A_ub=np.array(upper), b_ub=np.array(bound), bounds=(0, None))
+    if not result.success:
+        raise RuntimeError(f"the memory envelope did not solve: {result.message}")
+    return {name: float(result.x[j] / scale[j]) for j, name in enumerate(names)}
 
 
 def fit(samples: list[dict], previous: dict[str, Any]) -> dict[str, dict[str, float]]:

@@ -124,6 +124,8 @@ class RunEstimate:
 
     critical_path: list[str]
     """The chain of stages, each waiting on the one before, that ends last."""
+    handed: dict[str, dict[str, float]] = field(default_factory=dict)
+    """What each stage's cost model handed downstream (clean's documents, tokenize's tokens)."""
 
     @property
     def bound_stage(self) -> str:
@@ -193,6 +195,7 @@ def estimate_run(
         coefficients_source=coefficients.get("fitted_on", {}),
         finish_s=finish,
         critical_path=_critical_path(models, finish),
+        handed=outputs,
     )
 
 

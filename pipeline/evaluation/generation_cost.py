@@ -6,9 +6,14 @@ A forward pass costs about a third of C, the training FLOPs per token (2 N of 6 
 attention and LM head terms likewise). Generating with the KV cache decodes every prompt of a
 call together, one step per new token, and pays per step (the Python loop, the cache) and per
 generated token (sampling over the vocabulary) besides the FLOPs: on small models these
-overheads dominate, so each is fitted. On GPU actors the FLOPs run at the data sheet's peak
-times the stated MFU (`--gpu-peak-tflops`, `--mfu`), as training's do; the per-step and
-per-token overheads keep their coefficients.
+overheads dominate, so each is fitted. Starting the actors (a Ray worker each, importing torch
+and loading the model, side by side) is a term of its own (`actor_start_s`). A stage that runs
+the model in its own process (`in_process`) has a cost form of its own: no actor start-up, its
+own seconds per FLOP on CPU (`in_process_s_per_flop`: one process, no pool calls, beside the
+other eval stages), and a memory base of its own (`in_process_mb`: the stage's imports and
+torch's) under the weights. On GPU actors the FLOPs run at the data sheet's peak times the
+stated MFU (`--gpu-peak-tflops`, `--mfu`), as training's do; the per-step and per-token
+overheads keep their coefficients.
 """
 
 from __future__ import annotations
@@ -80,12 +85,15 @@ def generation_wall(
     flops = (generated + scored) * s["forward_flops"]
     wall: Linear = {
         "fixed_s": 1,
+        "actor_start_s": 1 - s.get("in_process", 0.0),
         "s_per_generation_step": steps,
         "s_per_generated_token": generated,
     }
     rate = s.get("gpu_flops_per_s", 0.0)  # absent from sizes recorded before it was costed
     if rate > 0:
         wall[KNOWN] = flops / rate
+    elif s.get("in_process"):
+        wall["in_process_s_per_flop"] = flops
     else:
         wall["cpu_s_per_flop"] = flops
     return wall
@@ -102,11 +110,11 @@ def coordinator_process() -> ProcessCost:
 
 
 def actor_process(s: dict[str, float], section: str, copies: int = 1) -> ProcessCost:
-    """A model actor: the same imports as the coordinator plus `copies` fp32 copies of the weights,
-    `actors_per_node` of them on a node."""
+    """A model actor: its base (a Ray worker with torch and the model code imported) plus `copies`
+    fp32 copies of the weights, `actors_per_node` of them on a node."""
     return ProcessCost(
         "actor",
-        {"coordinator_mb": 1, KNOWN: copies * 4 * s["params"] / MB},
+        {"actor_mb": 1, KNOWN: copies * 4 * s["params"] / MB},
         per_node=int(s.get("actors_per_node", 1)),
         remedy=f"fewer actors per node ({section}.threads_per_actor or {section}.actors) "
         "or more memory",
@@ -115,14 +123,14 @@ def actor_process(s: dict[str, float], section: str, copies: int = 1) -> Process
 
 def pool_processes(s: dict[str, float], section: str, copies: int = 1) -> list[ProcessCost]:
     """The processes of a stage's pool: the stage's process and its actors, or, in process, the
-    stage's process holding what an actor would (the same imports, and the weights)."""
-    actor = actor_process(s, section, copies)
+    stage's process alone, with a base of its own (the stage's work and the model's runtime in one
+    process) and the weights."""
     if not s.get("in_process"):
-        return [coordinator_process(), actor]
+        return [coordinator_process(), actor_process(s, section, copies)]
     return [
         ProcessCost(
             "coordinator",
-            actor.rss_mb,
+            {"in_process_mb": 1, KNOWN: copies * 4 * s["params"] / MB},
             coordinator=True,
             remedy=f"{section}.in_process=false (the model on actors) or more memory",
         )

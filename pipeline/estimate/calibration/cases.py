@@ -73,8 +73,13 @@ TOKENIZER_SIZES = (
 """(split, sample, vocabulary) of the BPE cases."""
 TOKENIZER_QUICK = (("16MB", "8MB", 8192), ("48MB", "8MB", 8192), ("32MB", "24MB", 8192))
 
+ON_ACTORS = tuple(f"eval.{name}.in_process=false" for name in ("perplexity", "sample", "harm"))
+"""The eval stages on Ray actors, where the `tiny` preset runs them in the stage's process."""
+PIPELINE_QUICK = ("preset=tiny", "data.max_docs=300", "train.max_steps=20", *TINY_EVAL)
+
 PIPELINE_FIT = (
-    ("preset=tiny", "data.max_docs=300", "train.max_steps=20", *TINY_EVAL),
+    PIPELINE_QUICK,
+    (*PIPELINE_QUICK, *ON_ACTORS),
     ("preset=tiny", "data.max_docs=600", "train.max_steps=80", "eval.perplexity.max_tokens=20000"),
     # The small preset keeps web-text filters: about 1 in 25 documentation pages passes, so
     # more of the corpus is read and more of it held out, or the validation split is empty.
@@ -88,7 +93,9 @@ PIPELINE_FIT = (
 )
 """Pipeline runs the costs are fitted on: every stage at other sizes than the `tiny` and `small`
 runs they are checked against (fewer documents, steps and evaluation prompts), with both models,
-so an evaluation stage's cost per FLOP is told apart from its cost per generated token."""
+so an evaluation stage's cost per FLOP is told apart from its cost per generated token, and the
+eval stages both in process and on actors, so the actors' start-up is told apart from the
+stage's own."""
 
 CASES = [
     Case(
@@ -181,12 +188,12 @@ CASES = [
         "pipeline",
         measure_pipeline,
         calibration=PIPELINE_FIT,
-        quick=(("preset=tiny", "data.max_docs=300", "train.max_steps=20", *TINY_EVAL),),
+        quick=(PIPELINE_QUICK, (*PIPELINE_QUICK, *ON_ACTORS)),
         fit=PIPELINE_FIT,
         # The whole `small` preset (2,000 steps) takes about 3 hours on 2 CPUs: its model
         # trained for 100 steps, evaluated as the preset says.
         target=(("preset=tiny",), ("preset=small", "train.max_steps=100")),
-        quick_fit=(("preset=tiny", "data.max_docs=300", "train.max_steps=20", *TINY_EVAL),),
+        quick_fit=(PIPELINE_QUICK, (*PIPELINE_QUICK, *ON_ACTORS)),
         quick_target=(
             ("preset=tiny", "train.max_steps=150"),
             ("preset=small", "train.max_steps=30", "eval.perplexity.max_tokens=20000"),

@@ -2,7 +2,8 @@
 
 Work: tokens = max_steps x global_batch_size x block_size, at C FLOPs per token,
 C = 6 N + 12 n_layer d T (`lmforge.model.flops.flops_per_token`, Kaplan / PaLM) + 6 d V for the
-LM head, which that count leaves out. On GPUs the time is C x tokens / (GPUs x peak x MFU), with
+LM head, which that count leaves out (`training_flops_per_token`, the count a scaling law's
+budget uses). On GPUs the time is C x tokens / (GPUs x peak x MFU), with
 the peak from the data sheet (`--gpu-peak-tflops`) and a stated MFU (`GPU_MFU`, `--mfu`); on CPUs
 it is C x tokens x (seconds per FLOP measured by bench/train_throughput.py) / CPUs. Checkpoints
 are sharded: each rank writes its 1/N of the 12 bytes per parameter (hashed as written) at
@@ -31,7 +32,7 @@ keeps a pointer to them, not a copy).
 from __future__ import annotations
 
 from lmforge.model.config import ModelConfig
-from lmforge.model.flops import flops_per_token, parameters
+from lmforge.model.flops import parameters, training_flops_per_token
 from lmforge.pipeline.estimate.cost_model import KNOWN, Cluster, ProcessCost, StageCost, config_part
 from lmforge.pipeline.training.memory import RankMemory, activation_bytes, rank_memory
 from lmforge.pipeline.training.precision import expects_bf16
@@ -76,7 +77,7 @@ def _size(model: dict, train: dict, vocab_size: float) -> dict[str, float]:
     cfg = ModelConfig(**{**model, "vocab_size": int(vocab_size)})
     steps = train["max_steps"]
     every = train["checkpoint_every"] or steps
-    per_token = flops_per_token(cfg) + 6.0 * cfg.d_model * cfg.vocab_size
+    per_token = training_flops_per_token(cfg)
     return {
         "params": parameters(cfg),
         "flops_per_token": per_token,

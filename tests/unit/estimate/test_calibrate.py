@@ -148,3 +148,35 @@ def test_the_bpe_cases_tell_every_time_coefficient_apart(quick):
     matrix /= np.abs(matrix).max(axis=0)
     assert {"fixed_s", "s_per_read_byte", "s_per_sampled_byte"} <= set(names)
     assert np.linalg.matrix_rank(matrix) == len(names), names
+
+
+def test_memory_is_fitted_so_no_measured_peak_is_predicted_below_what_it_was():
+    import random
+
+    rng = random.Random(3)
+    samples = clean_samples(SIZES, 0.0) + clean_samples(SIZES[:3], 1.0)
+    for sample in samples:  # peaks scattered +-15% around the linear truth
+        sample["measured"]["coordinator_rss_mb"] *= rng.uniform(0.85, 1.15)
+    fitted = fit_stage("clean", samples, PREVIOUS)
+    ratios = []
+    for sample in samples:
+        form = clean_cost.cost(sample["size"]).measures()["coordinator_rss_mb"]
+        ratios.append(evaluate(form, fitted, "clean") / sample["measured"]["coordinator_rss_mb"])
+    assert min(ratios) >= 1 - 1e-6
+    assert max(ratios) < 1.4  # an envelope, not an overshoot
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_the_pipeline_cases_tell_the_actors_start_up_from_the_stages_own(quick):
+    """Each eval stage is calibrated both in process and on actors: with one mode only,
+    `fixed_s` and `actor_start_s` are one number."""
+    from lmforge.pipeline.estimate.calibration.cases import CASES
+
+    case = next(c for c in CASES if c.name == "pipeline")
+    runs = case.quick if quick else case.calibration
+    for name in ("perplexity", "sample", "harm"):
+        modes = set()
+        for overrides in runs:
+            cfg = compose(list(overrides))["eval"][name]
+            modes.add(bool(cfg["in_process"]))
+        assert modes == {True, False}, name

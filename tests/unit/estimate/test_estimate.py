@@ -347,9 +347,17 @@ def test_in_process_the_stage_process_holds_the_weights_and_no_actor_runs(
     here = run(f"eval.{name}.in_process=true", f"eval.{name}.actors=0")
     assert [p.name for p in here.processes] == ["coordinator"]
     assert here.size["actors"] == 1 and here.size["actors_per_node"] == 1
-    pooled = {p.name: p for p in run(f"eval.{name}.in_process=false").processes}
-    # The same imports as an actor, and the weights an actor would hold.
-    assert here.processes[0].peak_rss_mb == pytest.approx(pooled["actor"].peak_rss_mb)
+    pooled = run(f"eval.{name}.in_process=false", f"eval.{name}.actors=1")
+    # A base of its own (the stage's work and torch in one process) and the weights.
+    base = coefficients["stages"][name]["in_process_mb"]
+    weights = copies * 4 * here.size["params"] / 2**20
+    assert here.processes[0].peak_rss_mb == pytest.approx(base + weights)
+    # A cost form of its own: no actor start-up, its own seconds per FLOP.
+    model = cost_models()[name]
+    in_process, on_actor = model.cost(here.size).wall_s, model.cost(pooled.size).wall_s
+    assert (in_process["actor_start_s"], on_actor["actor_start_s"]) == (0, 1)
+    assert in_process["in_process_s_per_flop"] == on_actor["cpu_s_per_flop"] > 0
+    assert "cpu_s_per_flop" not in in_process and "in_process_s_per_flop" not in on_actor
     bigger = run(f"eval.{name}.in_process=true", "model.d_model=1024", "model.d_ff=4096")
     params = {r.size["params"] for r in (here, bigger)}
     grown = bigger.processes[0].peak_rss_mb - here.processes[0].peak_rss_mb

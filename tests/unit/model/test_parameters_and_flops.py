@@ -8,7 +8,14 @@ import pytest
 import torch
 
 from lmforge.model.config import ModelConfig
-from lmforge.model.flops import flops_per_token, mfu, non_embedding_parameters, parameters
+from lmforge.model.flops import (
+    compute_parameters,
+    flops_per_token,
+    mfu,
+    non_embedding_parameters,
+    parameters,
+    training_flops_per_token,
+)
 from lmforge.model.gpt import GPT
 
 
@@ -109,3 +116,14 @@ def test_flops_per_token_on_a_hand_computed_config():
     assert flops_per_token(cfg) == 6 * 100_096 + 12 * 2 * 64 * 64 == 698_880
     assert math.isclose(mfu(1000.0, cfg, peak_flops=698_880_000.0), 1.0)
     assert math.isclose(mfu(250.0, cfg, peak_flops=698_880_000.0), 0.25)
+
+
+def test_a_scaling_laws_n_and_budget_count_the_lm_head_but_not_the_embedding_lookup():
+    cfg = ModelConfig(vocab_size=97, block_size=64, d_model=64, n_head=4, n_layer=2, d_ff=256)
+    assert compute_parameters(cfg) == 100_096 + 97 * 64
+    assert training_flops_per_token(cfg) == 6 * (100_096 + 97 * 64) + 12 * 2 * 64 * 64
+    assert flops_per_token(cfg) == 698_880  # MFU's count keeps its own
+    untied = ModelConfig(
+        vocab_size=97, block_size=64, d_model=64, n_head=4, n_layer=2, d_ff=256, tie_weights=False
+    )
+    assert compute_parameters(untied) == compute_parameters(cfg)
