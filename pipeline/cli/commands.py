@@ -161,10 +161,13 @@ def tokenize_text(args: argparse.Namespace, config: dict) -> int:
 
 
 def inspect_clean(args: argparse.Namespace, config: dict) -> int:
-    """Sampled documents each filter removed, and duplicates with the document kept.
+    """Sampled documents each filter removed, duplicates with the document kept, and the lines
+    or paragraphs repeated across documents that paragraph dedup removed most.
 
     Reads the records file by file, batch by batch, keeping counts and `--limit` rows per group,
     so a corpus with a billion removals is inspected in bounded memory."""
+    from lmforge.pipeline.stages.clean.paragraph_removal import STEP, most_repeated_units
+
     artifact = _artifact(config, args.run, "clean")
     wanted = args.filter
     counts: dict[tuple[str, str], int] = {}
@@ -177,7 +180,8 @@ def inspect_clean(args: argparse.Namespace, config: dict) -> int:
         kept = samples.setdefault(group, [])
         if len(kept) < args.limit:
             kept.append(row)
-    if not counts:
+    repeated = most_repeated_units(artifact, args.limit) if wanted in (None, STEP) else []
+    if not counts and not repeated:
         print(f"no document was removed{f' by {wanted}' if wanted else ''} in {artifact}")
         return 0
     for group, n in sorted(counts.items(), key=lambda kv: -kv[1]):
@@ -185,6 +189,11 @@ def inspect_clean(args: argparse.Namespace, config: dict) -> int:
         for row in samples[group]:
             snippet = " ".join(str(row["snippet"]).split())[:160]
             print(f"  {row['id']}: {snippet}")
+    if repeated:
+        print(f"== {STEP}: the most repeated units removed (documents holding it, copies removed)")
+        for unit in repeated:
+            text = " ".join(unit["unit"].split())[:120]
+            print(f"  {unit['documents']:>8} {unit['removed']:>8}  {text}")
     return 0
 
 

@@ -7,6 +7,7 @@ from typing import Literal
 
 from lmforge.pipeline.filters.chain import FilterChainConfig
 from lmforge.pipeline.filters.dedup_exact import ExactDedupConfig
+from lmforge.pipeline.filters.dedup_paragraph import ParagraphDedupConfig
 from lmforge.pipeline.filters.minhash import MinHashConfig
 
 
@@ -34,6 +35,8 @@ class DedupConfig:
     "Exact duplicates: hash of the normalised text."
     near: MinHashConfig = field(default_factory=MinHashConfig)
     "Near duplicates: MinHash signatures with LSH banding."
+    paragraph: ParagraphDedupConfig = field(default_factory=ParagraphDedupConfig)
+    "Lines or paragraphs repeated across the documents kept (boilerplate), after the two above."
 
 
 @dataclass(kw_only=True, slots=True)
