@@ -9,7 +9,9 @@ one), ids numbered in corpus order.
   read -> chain -> exact + MinHash dedup (20 bands x 5 rows, Jaccard >= 0.6) -> zstd Parquet
   shards, with every exclusion recorded.
   The comparison runs Gopher quality, Gopher repetition and C4 only (the other steps switched off
-  with `data.filters.<step>.enabled=false`); exact dedup stays on, counted against lmforge.
+  with `data.filters.<step>.enabled=false`, and paragraph dedup with
+  `data.dedup.paragraph.enabled=false`: datatrove's pipeline has neither); exact dedup stays on,
+  counted against lmforge.
 - datatrove: `LocalPipelineExecutor` pipelines with `--cpus` workers: JsonlReader -> Gopher
   quality -> Gopher repetition -> C4 -> JsonlWriter (uncompressed) -> MinhashDedupSignature, then
   MinhashDedupBuckets, MinhashDedupCluster, and JsonlReader -> MinhashDedupFilter -> ParquetWriter
@@ -24,7 +26,10 @@ interpreter start and imports (also counted in `ratio_with_startup`); the bench 
 child subreaper so a worker orphaned by its pool still counts. `agreement`: the share of documents
 both keep or both drop. `scaling_2cpu`: the stage's wall-clock documents/s with Ray given 2 CPUs
 over 1 CPU. `mb_per_cpu_s`: MB of JSONL per CPU-second of the stage with the full default chain,
-Ray start-up excluded, with each filter's CPU seconds (`filter_cpu_s`, from the chain's counts).
+Ray start-up excluded, with each filter's CPU seconds (`filter_cpu_s`, from the chain's counts)
+and paragraph dedup's share of the stage's CPU seconds (`paragraph_dedup_cpu_share`: its
+hashing in the filter tasks, its counting tasks and its removal in the split tasks, over
+`full_chain_cpu_s`).
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ from pathlib import Path
 from clean_throughput import build_corpus
 
 SAME_STEPS_OFF = ("normalize", "length", "language", "blocklist", "toxicity", "pii")
-"""lmforge's steps that datatrove's pipeline does not run."""
+"""lmforge's steps that datatrove's pipeline does not run (and paragraph dedup: `SAME_DEDUP`)."""
+SAME_DEDUP = ("data.dedup.paragraph.enabled=false",)
 NEAR = {"n_grams": 5, "num_buckets": 14, "hashes_per_bucket": 8}
 """datatrove's MinHash settings, its defaults: it has no verification step, and its 14 x 8 S-curve
 removes what lmforge's 20 x 5 verified at Jaccard 0.6 removes (98.5% agreement among the filters'
@@ -166,7 +172,14 @@ def datatrove_side(corpus: str, work: str, cpus: int, files: int) -> None:
     print(json.dumps({"startup_cpu_s": startup.ru_utime + startup.ru_stime}))
 
 
-def run_lmforge(corpus: Path, work: Path, cpus: int, off: tuple[str, ...], split_mb: float) -> dict:
+def run_lmforge(
+    corpus: Path,
+    work: Path,
+    cpus: int,
+    off: tuple[str, ...],
+    split_mb: float,
+    extra: tuple[str, ...] = (),
+) -> dict:
     """The `clean` stage on a fresh local Ray with `cpus` CPUs: its summary, kept ids, wall
     seconds and CPU seconds of the process tree (over the stage, and with start-up)."""
     import pyarrow.parquet as pq
@@ -188,7 +201,7 @@ def run_lmforge(corpus: Path, work: Path, cpus: int, off: tuple[str, ...], split
         f"data.read_split_mb={split_mb:g}",
     ]
     with_startup = TreeCpu()
-    task = prepare_clean_stage(work, overrides + filters_off(*off))
+    task = prepare_clean_stage(work, overrides + filters_off(*off) + list(extra))
     os.environ.setdefault("RAY_worker_niceness", "0")  # as datatrove's workers (Ray: 15)
     ensure_ray(None, num_cpus=cpus, workdir=work)
     try:
@@ -250,7 +263,7 @@ def _measure(root: Path, args) -> dict:
     for r in range(args.repeats):  # alternated, the best wall time of each counts
         for cpus in runs:
             work = root / f"same-{cpus}cpu-{r}"
-            runs[cpus].append(run_lmforge(corpus, work, cpus, SAME_STEPS_OFF, split_mb))
+            runs[cpus].append(run_lmforge(corpus, work, cpus, SAME_STEPS_OFF, split_mb, SAME_DEDUP))
     ours, one = runs[args.cpus][0], min(runs[1], key=lambda run: run["wall_s"])
     best_wall = min(run["wall_s"] for run in runs[args.cpus])
     full = run_lmforge(corpus, root / "full", args.cpus, (), split_mb)
@@ -258,6 +271,7 @@ def _measure(root: Path, args) -> dict:
     differ = disagreements(ours, theirs, ids)
     dt_cpu = theirs["cpu_s"] - theirs["startup_cpu_s"]
     filters = {k: v["cpu_seconds"] for k, v in full["summary"]["filters"].items()}
+    paragraph = full["summary"]["paragraph_dedup"]
     print(f"lmforge:   {n / ours['cpu_s']:7.0f} docs/CPU-s, kept {len(ours['kept'])}")
     print(f"datatrove: {n / dt_cpu:7.0f} docs/CPU-s, kept {len(theirs['kept'])}")
     print(f"decided otherwise (lmforge, datatrove): {dict(differ.most_common(8))}")
@@ -267,7 +281,7 @@ def _measure(root: Path, args) -> dict:
     )
     print(
         f"full chain: {mb / full['cpu_s']:.3f} MB/CPU-s over {full['cpu_s']:.1f} CPU-s, "
-        f"of which the filters' {filters}"
+        f"of which the filters' {filters}, paragraph dedup's {paragraph['cpu_seconds']}"
     )
     return {
         "bench": "clean_throughput",
@@ -290,6 +304,8 @@ def _measure(root: Path, args) -> dict:
         "mb_per_cpu_s": round(mb / full["cpu_s"], 3),
         "filter_cpu_s": filters,
         "full_chain_cpu_s": round(full["cpu_s"], 1),
+        "paragraph_dedup_cpu_share": round(paragraph["cpu_seconds"] / full["cpu_s"], 4),
+        "paragraph_dedup": paragraph,
     }
 
 

@@ -20,7 +20,8 @@ does), on a local Ray with `--cpus` CPUs, and reports:
   included) over the stage's wall time;
 - `subset_identical` (`--check-subset`): the removed set and the kept id of every removal equal
   the single-process algorithm's (`pipeline/dedup/in_memory.py`) on the first `--subset-docs`
-  documents.
+  documents, and so do the copies of each line that paragraph dedup (on, as by default) removed
+  (`paragraph_removed`: how many).
 
 Before the first size, the stage runs once, untimed, on 20k documents, so Ray's worker start-up
 counts in no size. `--sizes 1M,3M,10M` runs each size and prints how time and peak memory grow
@@ -105,9 +106,20 @@ def corpus_of(root: Path, docs: int, args: argparse.Namespace) -> tuple[Path, bo
     return corpus, args.corpus_dir is None
 
 
-def check_subset(root: Path, docs: int, args: argparse.Namespace) -> bool:
-    """The stage's removals on `docs` documents equal the single-process algorithm's."""
-    from lmforge.pipeline.dedup.in_memory import in_memory_removals
+def paragraph_removals(artifact: Path) -> dict[int, int]:
+    """unit hash -> copies paragraph dedup removed, from the artifact."""
+    import pyarrow.parquet as pq
+
+    found: dict[int, int] = {}
+    for row in pq.read_table(artifact / "paragraph_duplicates.parquet").to_pylist():
+        found[row["hash"]] = found.get(row["hash"], 0) + row["removed"]
+    return found
+
+
+def check_subset(root: Path, docs: int, args: argparse.Namespace) -> tuple[bool, int]:
+    """Whether the stage's removals on `docs` documents (documents, then lines) equal the
+    single-process algorithm's; the lines removed."""
+    from lmforge.pipeline.dedup.in_memory import in_memory_paragraph_removals, in_memory_removals
     from lmforge.pipeline.sources.data_config import DedupConfig
     from lmforge.pipeline.sources.files import read_source
 
@@ -122,10 +134,23 @@ def check_subset(root: Path, docs: int, args: argparse.Namespace) -> bool:
             ids.append(doc.id)
             texts.append(doc.text)
     expected = in_memory_removals(ids, texts, DedupConfig())
+    kept = [i for i, doc_id in enumerate(ids) if doc_id not in expected]
+    lines = in_memory_paragraph_removals(
+        [ids[i] for i in kept], [texts[i] for i in kept], DedupConfig().paragraph
+    )
     del texts
+    expected_lines: dict[int, int] = {}
+    for hashes in lines.values():
+        for found_hash in hashes:
+            expected_lines[found_hash] = expected_lines.get(found_hash, 0) + 1
     found = removals(artifact)
+    found_lines = paragraph_removals(artifact)
     print(f"subset: {len(found)} removals by the stage, {len(expected)} in memory")
-    return found == expected
+    print(
+        f"subset: {sum(found_lines.values())} lines removed by the stage, "
+        f"{sum(expected_lines.values())} in memory"
+    )
+    return found == expected and found_lines == expected_lines, sum(found_lines.values())
 
 
 def warm_up(root: Path, args: argparse.Namespace) -> None:
@@ -171,6 +196,7 @@ def measure(root: Path, docs: int, args: argparse.Namespace) -> dict:
         "read_units": summary["read_units"],
         "step_seconds": summary["step_seconds"],
         "removed": {k: v for k, v in summary["dropped_by_reason"].items() if v},
+        "paragraph_dedup": summary["paragraph_dedup"],
     }
 
 
@@ -196,9 +222,9 @@ def main() -> None:
     try:
         warm_up(root, args)
         rows = [measure(root, docs, args) for docs in sizes]
-        identical = None
+        identical = lines = None
         if args.check_subset:
-            identical = check_subset(root, parse_size(args.subset_docs), args)
+            identical, lines = check_subset(root, parse_size(args.subset_docs), args)
     finally:
         ray.shutdown()
         if not args.keep:
@@ -213,6 +239,8 @@ def main() -> None:
             + " ".join(f"{step} {t:.0f}" for step, t in row["step_seconds"].items())
         )
     result = {"bench": "clean_scale", **rows[-1], "subset_identical": identical}
+    if lines is not None:
+        result["subset_paragraph_removed"] = lines
     if len(rows) > 1:
         first, last = rows[0], rows[-1]
         result["sizes"] = [r["docs"] for r in rows]

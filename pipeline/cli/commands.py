@@ -166,7 +166,8 @@ def tokenize_text(args: argparse.Namespace, config: dict) -> int:
 
 
 def inspect_clean(args: argparse.Namespace, config: dict) -> int:
-    """Sampled documents each filter removed, and duplicates with the document kept.
+    """Sampled documents each filter removed, duplicates with the document kept, and the lines
+    or paragraphs repeated across documents that paragraph dedup removed most.
 
     Reads the records file by file, batch by batch, keeping counts and `--limit` rows per group,
     so a corpus with a billion removals is inspected in bounded memory. In a mixture, each
@@ -181,6 +182,8 @@ def inspect_clean(args: argparse.Namespace, config: dict) -> int:
 
 
 def _inspect_one(args: argparse.Namespace, artifact: Path) -> None:
+    from lmforge.pipeline.stages.clean.paragraph_removal import STEP, most_repeated_units
+
     wanted = args.filter
     counts: dict[tuple[str, str], int] = {}
     samples: dict[tuple[str, str], list[dict]] = {}
@@ -192,7 +195,8 @@ def _inspect_one(args: argparse.Namespace, artifact: Path) -> None:
         kept = samples.setdefault(group, [])
         if len(kept) < args.limit:
             kept.append(row)
-    if not counts:
+    repeated = most_repeated_units(artifact, args.limit) if wanted in (None, STEP) else []
+    if not counts and not repeated:
         print(f"no document was removed{f' by {wanted}' if wanted else ''} in {artifact}")
         return
     for group, n in sorted(counts.items(), key=lambda kv: -kv[1]):
@@ -200,6 +204,11 @@ def _inspect_one(args: argparse.Namespace, artifact: Path) -> None:
         for row in samples[group]:
             snippet = " ".join(str(row["snippet"]).split())[:160]
             print(f"  {row['id']}: {snippet}")
+    if repeated:
+        print(f"== {STEP}: the most repeated units removed (documents holding it, copies removed)")
+        for unit in repeated:
+            text = " ".join(unit["unit"].split())[:120]
+            print(f"  {unit['documents']:>8} {unit['removed']:>8}  {text}")
 
 
 def _removal_records(artifact: Path):

@@ -10,7 +10,10 @@ Then, as Ray tasks over ranges of the 64-bit key space:
    smallest id anchors each group and each other member is a candidate, kept as an edge when the
    signatures agree on at least `threshold` of their values;
 3. `resolve.py`: connected components over the edges only, the smallest id of each kept, and one
-   remove list per unit.
+   remove list per unit;
+4. `paragraph.py`: per range of the unit-hash space, the lines or paragraphs of the documents
+   still kept that `min_docs` of them hold (`paragraph_index.py` lists each document's unit
+   hashes); every holder but the smallest id loses the unit.
 
 These are the decisions of the in-memory algorithm (`filters/minhash.py`,
 `filters/dedup_exact.py`) on the same input: the same candidate pairs, the same edges, the same

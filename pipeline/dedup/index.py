@@ -6,7 +6,9 @@
 - `exact_keys.npy` + `exact_rows.npy`: the exact hashes sorted, with their rows;
 - `band_keys.npy` + `band_rows.npy` (bands x documents with a signature): each band's keys
   sorted, with their rows;
-- `signatures.npy` (rows x num_perm): the MinHash signatures in row order.
+- `signatures.npy` (rows x num_perm): the MinHash signatures in row order;
+- `paragraph_keys.npy` + `paragraph_rows.npy`: the hashes of the documents' lines or paragraphs
+  (each distinct one once a document, `paragraph_index.py`) sorted, with their rows.
 
 A task reads the part of a key range it needs by binary search (`key_range`), a row's id or
 signature by offset, so nothing is loaded whole.
@@ -80,6 +82,11 @@ class IndexReader:
         """(hashes, nodes) of the unit's documents with a hash in [lo, hi)."""
         keys, rows = self._array(unit, "exact_keys.npy"), self._array(unit, "exact_rows.npy")
         return self._slice(unit, keys, rows, lo, hi)
+
+    def paragraph_range(self, unit: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """(unit hashes, nodes) of the unit's lines or paragraphs with a hash in [lo, hi)."""
+        keys = self._array(unit, "paragraph_keys.npy")
+        return self._slice(unit, keys, self._array(unit, "paragraph_rows.npy"), lo, hi)
 
     def band_range(self, unit: int, band: int, lo: int, hi: int):
         """(keys, nodes) of the unit's documents whose key of `band` lies in [lo, hi)."""

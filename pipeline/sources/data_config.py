@@ -7,6 +7,7 @@ from typing import Literal
 
 from lmforge.pipeline.filters.chain import FilterChainConfig
 from lmforge.pipeline.filters.dedup_exact import ExactDedupConfig
+from lmforge.pipeline.filters.dedup_paragraph import ParagraphDedupConfig
 from lmforge.pipeline.filters.minhash import MinHashConfig
 
 
@@ -36,6 +37,8 @@ class DedupConfig:
     "Near duplicates: MinHash signatures with LSH banding."
     across: bool = True
     "In a mixture, also remove a source's documents that duplicate an earlier-listed source's."
+    paragraph: ParagraphDedupConfig = field(default_factory=ParagraphDedupConfig)
+    "Lines or paragraphs repeated across the documents kept (boilerplate), after the two above."
 
 
 @dataclass(kw_only=True, slots=True)

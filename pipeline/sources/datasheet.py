@@ -23,6 +23,21 @@ def _sources(cfg: DataConfig) -> str:
     return "\n".join(f"- `{p}`" for p in cfg.paths)
 
 
+def _paragraph_lines(cfg: DataConfig, summary: dict) -> list[str]:
+    """What paragraph dedup took out: units, characters and documents touched."""
+    p, found = cfg.dedup.paragraph, summary.get("paragraph_dedup")
+    if not p.enabled or found is None:
+        return ["- repeated lines and paragraphs: not removed (data.dedup.paragraph.enabled=false)"]
+    return [
+        f"- repeated {p.unit}s removed: {found['units_removed']} copies, "
+        f"{found['chars_removed']} characters, from {found['docs_touched']} documents "
+        f"({p.unit}s normalised as CCNet does, found in >= {p.min_docs} documents, kept only in "
+        f"the one with the smallest id; shorter than {p.min_chars} characters never counted)",
+        f"- documents left too short by it and dropped: {found['docs_dropped']} "
+        "(`lmforge inspect clean --filter paragraph_dedup` lists the most repeated)",
+    ]
+
+
 def write_datasheet(path: Path, cfg: DataConfig, summary: dict) -> None:
     """A datasheet (after Gebru et al.): sources, sizes, filters and removal rates, risks."""
     docs_in = max(summary["docs_in"], 1)
@@ -60,6 +75,7 @@ def write_datasheet(path: Path, cfg: DataConfig, summary: dict) -> None:
         f"- near duplicates removed: {summary['dropped_by_reason'].get('near_duplicate', 0)} "
         f"(MinHash, {cfg.dedup.near.bands} bands x {cfg.dedup.near.rows} rows, "
         f"{cfg.dedup.near.shingle_words}-word shingles, Jaccard >= {cfg.dedup.near.threshold})",
+        *_paragraph_lines(cfg, summary),
         f"- dedup memory: the largest dedup task peaked at {summary['dedup_peak_rss_mb']:g} MB, "
         f"{summary['dedup_index_bytes_per_doc']} bytes per document deduplicated (its whole "
         "process, interpreter included; no process holds state for every document, so this "

@@ -1,7 +1,8 @@
 """A pipeline killed (SIGKILL to the driver's whole process group, no chance to clean up) in the
-middle of `clean`, in its filter step or in its dedup steps: the next `lmforge run`
-reuses every read unit and every dedup task the dead run finished, runs only the others, and
-writes data files byte-identical to an uninterrupted run's."""
+middle of `clean`, in its filter step or in its dedup steps (in the last of them, paragraph
+dedup): the next `lmforge run` reuses every read unit and every dedup task the dead run
+finished, runs only the others, and writes data files byte-identical to an uninterrupted
+run's."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ def args(corpus: Path, workdir: Path) -> list[str]:
         f"data.paths=[{corpus}/*.jsonl.zst]",
         "data.read_split_mb=0.001",  # every file a read unit of its own
         "data.shard_mb=0.05",
+        "data.dedup.paragraph.units_per_task=2000",  # several paragraph tasks
         f"workdir={workdir}",
     ]
 
@@ -92,20 +94,29 @@ def test_a_driver_killed_in_the_dedup_steps_resumes_their_finished_tasks(
 ):
     killed = tmp_path / "killed"
     work = killed / "resume" / "clean"
-    # The kill lands once the near-duplicate step has finished a task; the tasks Ray already
-    # runs may still finish before it ends the dead driver's job (on an idle machine, the whole
-    # step and the resolve step too): what the dead run left is what the next one must reuse.
-    kill_once(start_run(corpus, killed), work, "*/removals/edges-b*.npy", 1)
+    # The kill lands once the paragraph step (after exact, near and resolve) has finished a
+    # task; the tasks Ray already runs may still finish before it ends the dead driver's job
+    # (on an idle machine, the whole step): what the dead run left is what the next one must
+    # reuse.
+    kill_once(start_run(corpus, killed), work, "*/removals/paragraphs-*.npy", 1)
     # A task's output is its marker: whole or absent (written under a temporary name).
-    edges = settled_count(work, "*/removals/edges-b*.npy")
+    paragraphs = settled_count(work, "*/removals/paragraphs-*.npy")
+    edges = len(list(work.glob("*/removals/edges-b*.npy")))
     exact = len(list(work.glob("*/removals/exact-*.npy")))
     resolved = len(list(work.glob("*/done/resolve.json")))
-    assert exact == 1 and edges >= 1, "killed in the dedup steps, after the exact one"
+    assert exact == 1 and edges == 20 and resolved == 1 and paragraphs >= 1, (
+        "killed in the dedup steps, in the paragraph one"
+    )
 
     lmforge("run", *args(corpus, killed))
     resumed = summary(killed, "clean")
     assert resumed["units_resumed"] == UNITS, "every read unit was filtered before dedup began"
-    assert resumed["dedup_tasks_resumed"] == {"exact": exact, "near": edges, "resolve": resolved}
+    assert resumed["dedup_tasks_resumed"] == {
+        "exact": exact,
+        "near": edges,
+        "resolve": resolved,
+        "paragraph": paragraphs,
+    }
     assert not list(work.glob("*")), "the work directory goes once the artifact is committed"
 
     whole, files = uninterrupted

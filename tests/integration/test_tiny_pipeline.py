@@ -328,3 +328,26 @@ def test_inspect_clean_counts_every_removal_and_shows_at_most_limit_each(first_r
     assert shown == {reason: n for reason, n in dropped.items() if n}
     blocks = re.split(r"^== .*$", proc.stdout, flags=re.M)[1:]
     assert all(0 < len([ln for ln in b.splitlines() if ln.startswith("  ")]) <= 2 for b in blocks)
+
+
+def test_inspect_clean_lists_the_most_repeated_lines_paragraph_dedup_removed(first_run):
+    from lmforge.pipeline.stages.clean.paragraph_removal import most_repeated_units
+
+    workdir, _, _ = first_run
+    artifact = workdir / "store" / "clean" / status(workdir)["clean"]["key"]
+    top = most_repeated_units(artifact, 3)
+    assert top and summary(workdir, "clean")["paragraph_dedup"]["units_removed"] > 0
+    proc = lmforge_here(
+        "inspect",
+        "clean",
+        "--filter",
+        "paragraph_dedup",
+        "--limit",
+        "3",
+        *TINY,
+        f"workdir={workdir}",
+    )
+    assert "== paragraph_dedup: the most repeated units removed" in proc.stdout
+    rows = re.findall(r"^ +(\d+) +(\d+)  (.*)$", proc.stdout, re.M)
+    assert [(int(d), int(r)) for d, r, _ in rows] == [(u["documents"], u["removed"]) for u in top]
+    assert all(int(d) >= 3 for d, _, _ in rows), "a unit counts from data.dedup.paragraph.min_docs"

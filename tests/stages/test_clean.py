@@ -133,8 +133,27 @@ def test_a_fifty_megabyte_line_is_dropped_by_length_not_a_crash(run_stage, tmp_p
     assert summary["dropped_by_reason"]["length_too_many_chars"] == 1
 
 
-def test_documents_in_equal_kept_plus_dropped_by_reason(run_stage, good_jsonl):
-    artifact, summary = run_stage("clean", [*paths(good_jsonl)])
+FOOTER = [
+    "Found a bug in this page of the documentation? Report it on the tracker, and thank you.",
+    "Last updated on October 7, and the history of every change is kept in the repository.",
+    "Created using the documentation generator that the whole team has used for many years.",
+    "All of the content of this site is available under the license that is named below it.",
+    "Please read the guide to contributing before you send us a change to any of these pages.",
+    "The source of this page is on the project's server, where anyone may propose an edit.",
+]
+"""Lines planted at the end of every document: boilerplate that paragraph dedup removes."""
+
+
+def test_documents_in_equal_kept_plus_dropped_by_reason(run_stage, tmp_path):
+    """Also: planted boilerplate lines stay in one document, a document made of nothing else is
+    dropped with its reason, and the datasheet and `inspect` show what went."""
+    from lmforge.pipeline.filters.dedup_paragraph import normalize_unit
+    from lmforge.pipeline.stages.clean.paragraph_removal import most_repeated_units
+
+    footer = "\n".join(FOOTER)
+    texts = [f"{t}\n{footer.replace('7', str(i % 9))}" for i, t in enumerate(TOPICS[:49])]
+    data = write_jsonl(tmp_path / "docs.jsonl", [*texts, footer])  # doc49: only boilerplate
+    artifact, summary = run_stage("clean", [*paths(data)])
     dropped = sum(summary["dropped_by_reason"].values())
     assert summary["docs_in"] == summary["docs_out"] + dropped == 50
     rows = sum(pq.read_metadata(p).num_rows for p in artifact.glob("*-*.parquet"))
@@ -142,6 +161,22 @@ def test_documents_in_equal_kept_plus_dropped_by_reason(run_stage, good_jsonl):
     excluded = pq.read_table(artifact / "excluded.parquet").to_pylist()
     duplicates = pq.read_table(artifact / "duplicates.parquet").to_pylist()
     assert len(excluded) + len(duplicates) == dropped
+
+    kept = [r for p in artifact.glob("*-*.parquet") for r in pq.read_table(p).to_pylist()]
+    holding = [r["id"] for r in kept if FOOTER[0] in r["text"]]
+    assert len(holding) == 1 and summary["docs_out"] > 20, "kept once, in one document"
+    assert all(FOOTER[1][:15] not in r["text"] for r in kept if r["id"] != holding[0])
+    emptied = [r for r in excluded if r["id"] == "doc49"]
+    assert [(r["step"], r["reason"]) for r in emptied] == [
+        ("paragraph_dedup", "paragraph_dedup_empty")
+    ]
+    found = summary["paragraph_dedup"]
+    assert found["docs_touched"] >= summary["docs_out"] and found["docs_dropped"] >= 1
+    assert found["units_removed"] >= 6 * (summary["docs_out"] - 1)
+    datasheet = (artifact / "datasheet.md").read_text()
+    assert f"- repeated lines removed: {found['units_removed']} copies" in datasheet
+    top = {normalize_unit(u["unit"]) for u in most_repeated_units(artifact, 6)}
+    assert top == {normalize_unit(line) for line in FOOTER}
 
 
 def test_planted_near_duplicates_are_removed_and_traced_to_the_kept_document(run_stage, tmp_path):
@@ -248,10 +283,11 @@ def test_each_step_reports_its_tasks_peak_their_rise_over_the_workers_start_and_
 ):
     _, summary = run_stage("clean", [*paths(good_jsonl)])
     peaks, rises = summary["task_peak_rss_mb"], summary["task_rss_rise_mb"]
-    assert set(peaks) == set(rises) >= {"filter", "exact", "near", "resolve", "split", "shard"}
+    steps = {"filter", "exact", "near", "resolve", "paragraph", "split", "shard"}
+    assert set(peaks) == set(rises) >= steps
     for step, peak in peaks.items():
         assert peak > 50  # a Python process with numpy and pyarrow
         assert 0 <= rises[step] < peak  # the worker's start (imports at least) left out
     seconds = summary["step_seconds"]  # where the stage's time went, step by step
-    assert set(seconds) == {"filter", "exact", "near", "resolve", "split", "shard"}
+    assert set(seconds) == steps
     assert all(t > 0 for t in seconds.values())

@@ -86,7 +86,7 @@ def measured_of_run(summary: dict) -> dict[str, float]:
     found = {
         "coordinator_rss_mb": summary.get("coordinator_peak_rss_mb"),
         "filter_task_rss_mb": steps.get("filter"),
-        "dedup_task_rss_mb": max(steps.get("exact", 0), steps.get("near", 0)) or None,
+        "dedup_task_rss_mb": max(steps.get(s, 0) for s in ("exact", "near", "paragraph")) or None,
         "resolve_task_rss_mb": steps.get("resolve"),
         "shard_task_rss_mb": max(steps.get("split", 0), steps.get("shard", 0)) or None,
     }

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from lmforge.pipeline.cluster.process_stats import reset_peak_rss, task_rss_stats
 from lmforge.pipeline.dedup.index import IndexReader, unit_index_files
 from lmforge.pipeline.dedup.index_writer import UnitIndexWriter
+from lmforge.pipeline.dedup.paragraph_index import ParagraphHashing
 from lmforge.pipeline.dedup.resolve import KINDS, remove_list_path
 from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.base import DroppedDocument
@@ -35,6 +36,7 @@ from lmforge.pipeline.sources.data_config import DataConfig
 from lmforge.pipeline.sources.files import SourceError
 from lmforge.pipeline.sources.parquet_shards import SCHEMA, split_of
 from lmforge.pipeline.sources.read_plan import ReadUnit, read_documents
+from lmforge.pipeline.stages.clean.paragraph_removal import ParagraphRemoval
 from lmforge.pipeline.storage.artifact_output import ArtifactOutput
 from lmforge.pipeline.storage.shared_dir import SharedDir
 
@@ -124,6 +126,10 @@ class FilteredPartition:
     """The Ray node that ran the task."""
     files: list[dict] = field(default_factory=list)
     """Manifest entries of the artifact files it wrote (its `excluded.parquet/` part)."""
+    paragraph_units: int = 0
+    """(unit hash, document) pairs of its paragraph index (`data.dedup.paragraph`)."""
+    paragraph_cpu_seconds: float = 0.0
+    """CPU seconds it spent cutting, normalising and hashing lines or paragraphs."""
 
 
 def part_path(parts_dir: Path, index: int) -> Path:
@@ -177,6 +183,7 @@ def filter_unit(
         cfg.dedup.near.num_perm if near else None,
         cfg.dedup.near.bands if near else None,
     )
+    paragraphs = ParagraphHashing(Path(dirs.index), unit.index, cfg.dedup.paragraph)
     with (
         pq.ParquetWriter(
             part_path(Path(dirs.parts), unit.index), PART_SCHEMA, compression="zstd"
@@ -203,8 +210,10 @@ def filter_unit(
             texts = [d.text for d in survivors]
             hashes = np.array([exact.text_hash(t) for t in texts], dtype=np.uint64)
             sig, bands = near.signatures(texts) if near is not None and texts else (None, None)
+            paragraphs.add(index.rows, texts)
             index.add([d.id for d in survivors], hashes, sig, bands)
     index.close()
+    paragraphs.close()
     dirs.publish(part_path(Path(dirs.parts), unit.index))
     dirs.publish(*unit_index_files(Path(dirs.index), unit.index))
     result = FilteredPartition(
@@ -217,6 +226,8 @@ def filter_unit(
         **task_rss_stats(),
         node_id=_node_id(),
         files=[excluded_file.entry],
+        paragraph_units=paragraphs.pairs,
+        paragraph_cpu_seconds=round(paragraphs.cpu_seconds, 4),
     )
     dirs.mark_done(dirs.filter_marker(unit.index), asdict(result))
     return result
@@ -232,14 +243,22 @@ def kept_path(parts_dir: str | Path, index: int, split: str) -> Path:
     return Path(parts_dir) / f"kept-{index:05d}-{split}.parquet"
 
 
-def split_unit(index: int, cfg: DataConfig, dirs: CleanDirs, output: ArtifactOutput) -> dict:
-    """Drop this unit's duplicates (recorded with the id kept in their place) and write its kept
-    documents, train and val apart, in row groups small enough for `plan_shards` to cut output
-    shards near `data.shard_mb`; returns the removals by kind and each split's row groups as
-    (rows, compressed bytes)."""
+def split_unit(
+    index: int,
+    cfg: DataConfig,
+    dirs: CleanDirs,
+    output: ArtifactOutput,
+    paragraph_files: list[str] = (),
+) -> dict:
+    """Drop this unit's duplicates (recorded with the id kept in their place), take the repeated
+    lines or paragraphs out of the others (`paragraph_files`: the counting tasks' outputs), and
+    write its kept documents, train and val apart, in row groups small enough for `plan_shards`
+    to cut output shards near `data.shard_mb`; returns the removals by kind and each split's row
+    groups as (rows, compressed bytes)."""
     reset_peak_rss()
     dirs.make()
     removed = _removed_rows(index, dirs)
+    paragraphs = ParagraphRemoval(index, cfg, dirs, list(paragraph_files))
     group_bytes = max(1, int(cfg.shard_mb * 2**20 * GROUP_SHARE * TEXT_TO_ZSTD))
     writers = {
         split: pq.ParquetWriter(kept_path(dirs.parts, index, split), SCHEMA, compression="zstd")
@@ -278,6 +297,8 @@ def split_unit(index: int, cfg: DataConfig, dirs: CleanDirs, output: ArtifactOut
                     kind, kept_id = removed[number]
                     duplicates.append({"id": row["id"], "kept_id": kept_id, "kind": kind})
                     continue
+                if (row := paragraphs.apply(number, row)) is None:
+                    continue
                 split = split_of(row["id"], cfg.val_fraction)
                 meta = json.loads(row["meta"])
                 buffers[split].append(
@@ -303,11 +324,13 @@ def split_unit(index: int, cfg: DataConfig, dirs: CleanDirs, output: ArtifactOut
                 for g in range(meta.num_row_groups)
             ]
         dirs.publish(*(kept_path(dirs.parts, index, split) for split in writers))
+    paragraph = paragraphs.finish(output, EXCLUDED_DIR, EXCLUDED_SCHEMA)
     result = {
-        "removed": by_kind,
+        "removed": {**by_kind, **paragraph["dropped"]},
         "groups": groups,
+        "paragraph": paragraph["counts"],
         **task_rss_stats(),
-        "files": [duplicates_file.entry],
+        "files": [duplicates_file.entry, *paragraph["files"]],
     }
     dirs.mark_done(dirs.split_marker(index), result)
     return result

@@ -245,7 +245,7 @@ def deduplicate(
     name="clean",
     config=("data",),
     parse_config=parse,
-    version="3",
+    version="4",  # 4: paragraph dedup (data.dedup.paragraph), on by default
     num_cpus=0,
     local_check=check_paths,
     unkeyed=UNKEYED,
@@ -258,6 +258,10 @@ def clean(ctx: StageContext) -> dict:
     from lmforge.pipeline.filters.base import FilterCounts
     from lmforge.pipeline.filters.chain import dropped_by_reason, merge_chain_counts
     from lmforge.pipeline.sources.datasheet import write_datasheet
+    from lmforge.pipeline.stages.clean.paragraph_step import (
+        count_repeated_units,
+        paragraph_summary,
+    )
     from lmforge.pipeline.stages.clean.partition import split_unit
     from lmforge.pipeline.stages.clean.shard_output import (
         plan_shards,
@@ -279,13 +283,16 @@ def clean(ctx: StageContext) -> dict:
         "filter": [asdict(r) for r in results],
         **deduplicate(cfg, dirs, results, seconds, dedup_resumed),
     }
+    paragraph_files, peaks["paragraph"] = count_repeated_units(
+        cfg, dirs, results, seconds, dedup_resumed
+    )
     started = time.perf_counter()
     split_task = ray.remote(split_unit).options(num_cpus=1)
     split = run_unfinished(
         "split",
         [r.index for r in results],
         lambda i: recorded_result(dirs, dirs.split_marker(i), ctx.output),
-        lambda i: split_task.remote(i, cfg, dirs, ctx.output),
+        lambda i: split_task.remote(i, cfg, dirs, ctx.output, paragraph_files),
     ).results
     written = {r.index: part for r, part in zip(results, split, strict=True)}
     seconds["split"], started = time.perf_counter() - started, time.perf_counter()
@@ -335,8 +342,9 @@ def clean(ctx: StageContext) -> dict:
         canary_docs = plant_canaries(cfg, ctx.out_dir)
         shards.append({"file": "train-canaries.parquet", "split": "train", "rows": canary_docs})
     # The largest dedup process's peak memory.
+    dedup_steps = ("exact", "near", "resolve", "paragraph")
     dedup_peak = max(
-        [t["peak_rss_bytes"] for step in ("exact", "near", "resolve") for t in peaks[step]],
+        [t["peak_rss_bytes"] for step in dedup_steps for t in peaks[step]],
         default=0,
     )
     summary = {
@@ -356,6 +364,8 @@ def clean(ctx: StageContext) -> dict:
         "read_nodes": len({r.node_id for r in results}),
         "coordinator_read_mb": _mb_since(read_at_start, bytes_read()),
         "dropped_by_reason": reasons,
+        # Lines or paragraphs repeated across documents, taken out (data.dedup.paragraph).
+        "paragraph_dedup": paragraph_summary(results, peaks["paragraph"], split),
         "coordinator_peak_rss_mb": round(task_peak_rss_bytes() / 2**20, 1),
         "task_peak_rss_mb": _largest_mb(peaks, lambda t: t["peak_rss_bytes"]),
         # The same less what the task's (reused) worker held when it started.
@@ -381,6 +391,11 @@ def clean(ctx: StageContext) -> dict:
             "docs_out": docs_out,
             **{f"dropped_{k}": v for k, v in reasons.items()},
             **{f"step_seconds_{k}": v for k, v in seconds.items()},
+            **{
+                f"paragraph_dedup_{k}": v
+                for k, v in summary["paragraph_dedup"].items()
+                if k != "cpu_seconds"
+            },
         }
     )
     return summary

@@ -8,10 +8,15 @@ with `bytes`, `sha256` and, past one block, the sha256 of each block; a checkpoi
 `layout.json`, `trainer_state.json` and `COMPLETE` (indent 1), which lists the shards with their
 `xxh3_128` and the JSON files with their `sha256`. Keys and the lineage are the ones 0.1.0
 computed for the tiny preset (tests/fixtures/cache_keys_0.1.0.json).
+
+0.3.0 changed `clean`'s key on purpose (version 4: paragraph dedup, on by default), and with it
+every key downstream: such a workdir recleans once. Everything else still holds, and is checked
+here with `clean` declared as 0.1.0 declared it (`stages_as_of_0_1_0`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -33,6 +38,17 @@ from lmforge.pipeline.stages.pretrain.stage import lineage_key
 from lmforge.pipeline.storage.artifact_store import open_store
 from lmforge.pipeline.storage.settings import StoreSettings
 from lmforge.pipeline.training.checkpoint.resume import check_layout, choose_checkpoint
+
+
+def stages_as_of_0_1_0() -> dict:
+    """Today's stages, `clean` at its 0.1.0 version and without paragraph dedup in its key."""
+    stages = load_stages()
+    paragraph = compose(["preset=tiny"])["data"]["dedup"]["paragraph"]
+    stages["clean"] = dataclasses.replace(
+        stages["clean"], version="3", unkeyed={"data.dedup.paragraph": paragraph}
+    )
+    return stages
+
 
 FIXTURE = json.loads((Path(__file__).parents[2] / "fixtures" / "cache_keys_0.1.0.json").read_text())
 KEYS = FIXTURE["stage_keys"]["tiny"]
@@ -177,8 +193,10 @@ def workdir_0_1_0(tmp_path) -> Path:
     """A tiny run's workdir as 0.1.0 left it: every artifact, two checkpoints of pretrain and the
     hidden directory of a third whose write was killed."""
     config = compose(["preset=tiny", f"workdir={tmp_path}", "cluster.store_block_mb=1"])
-    plan = make_plan(Dag(load_stages()), config, open_store(None, tmp_path))
-    write_artifacts(tmp_path / "store", {n: plan.stages[n].sections for n in plan.order})
+    plan = make_plan(Dag(stages_as_of_0_1_0()), config, open_store(None, tmp_path))
+    sections = {n: plan.stages[n].sections for n in plan.order}
+    del sections["clean"]["data"]["dedup"]["paragraph"]  # 0.1.0 had no such key
+    write_artifacts(tmp_path / "store", sections)
     checkpoints = tmp_path / "checkpoints" / "pretrain" / LINEAGE
     shapes = weight_shapes(ModelConfig(**TINY_MODEL))
     for step in (400, 800):
@@ -197,16 +215,18 @@ def test_every_stage_of_a_0_1_0_run_is_a_cache_hit(workdir_0_1_0, store_uri):
     settings = StoreSettings.from_cluster(config["cluster"], workdir)
     store = open_store(uri, workdir, settings)
     manifests = {p: p.read_bytes() for p in (workdir / "store").rglob("manifest.json")}
-    plan = make_plan(Dag(load_stages()), config, store, verify=True)  # every sha256 checked
+    plan = make_plan(Dag(stages_as_of_0_1_0()), config, store, verify=True)  # sha256 checked
     assert {name: plan.stages[name].action for name in plan.order} == dict.fromkeys(KEYS, "cached")
     assert {name: plan.stages[name].key for name in plan.order} == KEYS
     assert {p: p.read_bytes() for p in manifests} == manifests, "nothing rewritten"
+    today = make_plan(Dag(load_stages()), config, store)
+    assert {name: today.stages[name].action for name in today.order} == dict.fromkeys(KEYS, "run")
 
 
 def test_a_0_1_0_pretrain_resumes_from_its_last_checkpoint(workdir_0_1_0):
     workdir = workdir_0_1_0
     config = compose(["preset=tiny", f"workdir={workdir}"])
-    plan = make_plan(Dag(load_stages()), config, open_store(None, workdir))
+    plan = make_plan(Dag(stages_as_of_0_1_0()), config, open_store(None, workdir))
     pretrain = plan.stages["pretrain"]
     store = open_store(None, workdir)
     ctx = StageContext(
