@@ -57,7 +57,9 @@ def test_only_cleans_version_and_paragraph_dedup_moved_the_keys_since_0_1_0(pres
     stages = load_stages()
     paragraph = compose([f"preset={preset}"])["data"]["dedup"]["paragraph"]
     stages["clean"] = dataclasses.replace(
-        stages["clean"], version="3", unkeyed={"data.dedup.paragraph": paragraph}
+        stages["clean"],
+        version="3",
+        unkeyed={**stages["clean"].unkeyed, "data.dedup.paragraph": paragraph},
     )
     assert keys_and_lineage(preset_plan(preset, tmp_path, stages)) == (
         BEFORE["stage_keys"][preset],

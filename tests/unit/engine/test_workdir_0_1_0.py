@@ -45,7 +45,9 @@ def stages_as_of_0_1_0() -> dict:
     stages = load_stages()
     paragraph = compose(["preset=tiny"])["data"]["dedup"]["paragraph"]
     stages["clean"] = dataclasses.replace(
-        stages["clean"], version="3", unkeyed={"data.dedup.paragraph": paragraph}
+        stages["clean"],
+        version="3",
+        unkeyed={**stages["clean"].unkeyed, "data.dedup.paragraph": paragraph},
     )
     return stages
 
