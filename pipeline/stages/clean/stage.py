@@ -11,7 +11,6 @@ documents in = documents kept + documents dropped, by reason.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter
@@ -339,6 +338,8 @@ def clean(ctx: StageContext) -> dict:
         )
     canary_docs = 0
     if cfg.canaries.enabled:
+        from lmforge.pipeline.stages.clean.canaries import plant_canaries
+
         canary_docs = plant_canaries(cfg, ctx.out_dir)
         shards.append({"file": "train-canaries.parquet", "split": "train", "rows": canary_docs})
     # The largest dedup process's peak memory.
@@ -408,35 +409,3 @@ def _largest_mb(tasks: dict[str, list[dict]], of) -> dict[str, float]:
 
 def _mb_since(start: int | None, end: int | None) -> float | None:
     return None if start is None or end is None else round((end - start) / 2**20, 3)
-
-
-def plant_canaries(cfg: DataConfig, out_dir: Path) -> int:
-    """Write each canary `repeats` times as train documents; record them for `harm`."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from lmforge.pipeline.probes.memorisation import canaries_to_records, make_canaries
-    from lmforge.pipeline.sources.parquet_shards import SCHEMA
-
-    c = cfg.canaries
-    canaries = make_canaries(c.per_repeat, c.seed, repeats=tuple(c.repeats), digits=c.digits)
-    rows = [
-        {
-            "id": f"canary/{k.secret}/{copy}",
-            "text": k.text,
-            "source": "canary",
-            "meta": "{}",
-            "n_chars": len(k.text),
-            "lang": "",
-            "split": "train",
-        }
-        for k in canaries
-        for copy in range(k.repeats)
-    ]
-    pq.write_table(
-        pa.Table.from_pylist(rows, schema=SCHEMA),
-        out_dir / "train-canaries.parquet",
-        compression="zstd",
-    )
-    (out_dir / "canaries.json").write_text(json.dumps(canaries_to_records(canaries), indent=2))
-    return len(rows)
