@@ -209,7 +209,9 @@ def test_planted_near_duplicates_are_removed_and_traced_to_the_kept_document(run
     assert len(wrongly_merged) <= 0.01 * len(originals) + 1e-9
     datasheet = (artifact / "datasheet.md").read_text()
     assert "near duplicates removed" in datasheet and "Known risks" in datasheet
-    dedup_peak = max(summary["task_peak_rss_mb"][step] for step in ("exact", "near", "resolve", "paragraph"))
+    dedup_peak = max(
+        summary["task_peak_rss_mb"][step] for step in ("exact", "near", "resolve", "paragraph")
+    )
     assert dedup_peak > 0
     assert f"the largest dedup task peaked at {dedup_peak:g} MB" in datasheet
 
