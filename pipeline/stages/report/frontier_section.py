@@ -37,7 +37,11 @@ def frontier_section(ctx: StageContext) -> tuple[Section | None, dict]:
         log.warning("report: the model's tokens or val_loss are unknown: no frontier section")
         return None, {}
     cfg = model_config(pretrain["config"]["model"], ppl["vocab_size"])
-    position = frontier_position(fit, cfg, float(tokens), float(ppl["val_loss"]))
+    try:
+        position = frontier_position(fit, cfg, float(tokens), float(ppl["val_loss"]))
+    except (KeyError, TypeError, ValueError) as exc:  # a damaged fit must not fail the card
+        log.warning("report: scaling fit %s unreadable (%s): no frontier section", fit["path"], exc)
+        return None, {}
     law = fit["law"]
     section = Section(
         "Against the scaling frontier",

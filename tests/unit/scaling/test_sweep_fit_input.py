@@ -166,3 +166,8 @@ def test_the_model_card_has_a_frontier_section_when_a_fit_of_its_corpus_exists(t
     section, figures = frontier_section(ctx)
     assert section is not None and "sweep-grid" in section.paragraphs[0]
     assert figures["loss"] == 3.1 and np.isfinite(figures["above_frontier"])
+    damaged = _write_fit(tmp_path, "sweep-newer", {"clean": ["c0"], "train_tokenizer": ["t0"]})
+    data = json.loads((damaged / "fit.json").read_text())
+    del data["law"]["beta"]
+    (damaged / "fit.json").write_text(json.dumps(data))
+    assert frontier_section(ctx) == (None, {})  # the card is written without it
