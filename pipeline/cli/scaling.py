@@ -2,10 +2,12 @@
 
 lmforge scaling plan --budgets 1e13,3e13,1e14 [--sizes 4] [--max-epochs 4] [--fit ID] [preset=...]
     [--docs N --bytes B] [cluster flags of `lmforge estimate`] [--json]
-lmforge scaling fit --runs RUNS.json [--out DIR] [--bootstrap 200] [--seed 0]
+lmforge scaling run --budgets 1e13,3e13,1e14 [--sizes 4] [--max-concurrent K] [preset=...]
+    (the grid as a sweep: pipeline/cli/scaling_run.py)
+lmforge scaling fit --runs RUNS.json | --sweep ID|latest [--out DIR] [--bootstrap 200] [--seed 0]
 
-The method and its limits: docs/scaling.md. Both answer without Ray; `plan` prices every run
-with the cost models of `lmforge estimate`.
+The method and its limits: docs/scaling.md. `plan` and `fit` answer without Ray; `plan` prices
+every run with the cost models of `lmforge estimate`.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ import json
 from pathlib import Path
 
 from lmforge.pipeline.errors import ConfigError
-from lmforge.pipeline.quantities import format_duration, parse_count
+from lmforge.pipeline.quantities import format_duration
 
 
 def register(sub, with_overrides) -> None:
-    """Add `scaling plan` and `scaling fit` to the `lmforge` parser."""
+    """Add `scaling plan`, `scaling run` and `scaling fit` to the `lmforge` parser."""
     from lmforge.pipeline.cli.estimate import add_corpus_and_cluster
+    from lmforge.pipeline.cli.scaling_run import add_run_parser
 
     scaling = sub.add_parser("scaling", help="scaling laws: plan a grid, fit it")
     verbs = scaling.add_subparsers(dest="verb", required=True)
@@ -34,9 +37,10 @@ def register(sub, with_overrides) -> None:
     plan.add_argument("--fit", help="centre on this scaling fit's N*(C) (ID, latest or PATH)")
     add_corpus_and_cluster(plan)
     plan.set_defaults(handler=plan_handler)
+    add_run_parser(verbs, with_overrides)
     fit = with_overrides(verbs.add_parser("fit", help="fit L(N, D) to finished runs"))
     fit.add_argument("--runs", help="a JSON list of runs: {params, tokens, loss[, flops]}")
-    fit.add_argument("--sweep", help="a sweep's runs (once `lmforge sweep` records them)")
+    fit.add_argument("--sweep", help="a grid of `scaling run`: its ID or latest")
     fit.add_argument("--out", help="where the fit goes (default: WORKDIR/scaling/fit-<time>)")
     fit.add_argument("--bootstrap", type=int, default=200, help="resamples for the intervals")
     fit.add_argument("--seed", type=int, default=0)
@@ -44,19 +48,13 @@ def register(sub, with_overrides) -> None:
     fit.set_defaults(handler=fit_handler)
 
 
-def parse_budgets(text: str) -> list[float]:
-    try:
-        return [parse_count(part.strip()) for part in text.split(",") if part.strip()]
-    except ValueError as exc:
-        raise ConfigError(f"--budgets: {exc} (give FLOPs: 1e13,3e13,1e14)") from exc
-
-
 def plan_handler(args: argparse.Namespace, config: dict) -> int:
     from lmforge.pipeline.cli.estimate import cluster_of, corpus_of
     from lmforge.pipeline.estimate.coefficients import coefficients_path, load_coefficients
+    from lmforge.pipeline.scaling.budget_plan import fitted_optimum
     from lmforge.pipeline.scaling.corpus_size import corpus_size
     from lmforge.pipeline.scaling.grid_cost import price_grid
-    from lmforge.pipeline.scaling.plan import plan_grid
+    from lmforge.pipeline.scaling.plan import parse_budgets, plan_grid
     from lmforge.pipeline.scaling.shapes import model_config
 
     workdir = Path(config["workdir"]).expanduser().resolve()
@@ -74,7 +72,7 @@ def plan_handler(args: argparse.Namespace, config: dict) -> int:
         batch_tokens,
         train_tokens,
         max_epochs=args.max_epochs,
-        optimum=_fitted_optimum(args.fit, workdir, base) if args.fit else None,
+        optimum=fitted_optimum(args.fit, workdir, base) if args.fit else None,
     )
     priced = price_grid(variants, args.overrides, size.corpus, cluster, coefficients)
     if args.json:
@@ -105,19 +103,6 @@ def plan_handler(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
-def _fitted_optimum(ref: str, workdir: Path, base):
-    """N*(C) of a scaling fit over the preset's family of shapes."""
-    from lmforge.pipeline.scaling.budget_plan import optimum
-    from lmforge.pipeline.scaling.fit_record import load_fit
-    from lmforge.pipeline.scaling.parametric_fit import LawParameters
-    from lmforge.pipeline.scaling.shapes import shape_family
-
-    law = load_fit(ref, workdir)["law"]
-    fitted = LawParameters(law["E"], law["A"], law["B"], law["alpha"], law["beta"])
-    family = shape_family(base)
-    return lambda budget: optimum(fitted, budget, family)[0]
-
-
 def _estimated_train_tokens(config, size, cluster, coefficients) -> float:
     from lmforge.pipeline.estimate.prediction import estimate_run
 
@@ -126,19 +111,43 @@ def _estimated_train_tokens(config, size, cluster, coefficients) -> float:
 
 
 def fit_handler(args: argparse.Namespace, config: dict) -> int:
-    from lmforge.pipeline.scaling.fit_record import write_fit
+    from lmforge.pipeline.scaling.fit_record import FITS, write_fit
     from lmforge.pipeline.scaling.runs_input import read_runs
 
     workdir = Path(config["workdir"]).expanduser().resolve()
-    runs = read_runs(runs_path=args.runs, sweep=args.sweep, workdir=workdir)
+    if args.runs and args.sweep:
+        raise ConfigError("give --runs FILE or --sweep ID, not both")
+    origin, parent, out = {}, None, Path(args.out).expanduser() if args.out else None
+    if args.sweep:
+        from lmforge.pipeline.scaling.sweep_runs import (
+            corpus_keys,
+            grid_sweep,
+            scored_tokens,
+            sweep_runs,
+        )
+        from lmforge.pipeline.sweep.variant_figures import open_config_store
+
+        record = grid_sweep(workdir, args.sweep)
+        store = open_config_store(config, workdir)
+        runs = sweep_runs(record, store)
+        origin = {
+            "sweep_id": record.sweep_id,
+            "corpus": corpus_keys(record),
+            "val_tokens_scored": scored_tokens(record, store),
+        }
+        parent, out = record.mlflow_run_id, out or workdir / FITS / record.sweep_id
+    else:
+        runs = read_runs(args.runs)
     out = write_fit(
         runs,
         workdir=workdir,
-        out=Path(args.out).expanduser() if args.out else None,
+        out=out,
         resamples=args.bootstrap,
         seed=args.seed,
         mlflow=not args.no_mlflow,
         tracking=config,
+        origin=origin,
+        parent_run_id=parent,
     )
     print(out.summary)
     print(f"fit: {out.path}")

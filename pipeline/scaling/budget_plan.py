@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -129,6 +130,18 @@ def optimum(law: LawParameters, budget: float, family: list[Shape]) -> tuple[flo
     losses = law.loss(n, d)
     i = int(np.argmin(losses))
     return float(n[i]), float(d[i]), float(losses[i])
+
+
+def fitted_optimum(ref: str, workdir, base) -> Callable[[float], float]:
+    """N*(C) of the scaling fit `ref` (ID, latest or PATH) over the family of `base`'s shapes:
+    the centre of a grid planned from a fit (`--fit`)."""
+    from lmforge.pipeline.scaling.fit_record import load_fit
+    from lmforge.pipeline.scaling.shapes import shape_family
+
+    law = load_fit(ref, workdir)["law"]
+    fitted = LawParameters(law["E"], law["A"], law["B"], law["alpha"], law["beta"])
+    family = shape_family(base)
+    return lambda budget: optimum(fitted, budget, family)[0]
 
 
 def plan_budget(fit: dict, budget: float, family: list[Shape], level: float = 0.9) -> BudgetPlan:

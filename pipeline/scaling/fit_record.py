@@ -115,22 +115,29 @@ def write_fit(
     seed: int = 0,
     mlflow: bool = True,
     tracking: dict | None = None,
+    origin: dict | None = None,
+    parent_run_id: str | None = None,
 ) -> WrittenFit:
-    """Fit `runs` and write the fit's JSON, plot and MLflow run; `out` defaults to a new
-    `<workdir>/scaling/fit-<time>/`."""
+    """Fit `runs` and write the fit's JSON, plot and MLflow run (nested under `parent_run_id`
+    when given: a sweep's); `out` defaults to a new `<workdir>/scaling/fit-<time>/`. `origin`
+    (the sweep, the corpus's cache keys) goes into the JSON as it is."""
     fit = fit_scaling_law(runs, resamples=resamples, seed=seed)
     out = out or workdir / FITS / time.strftime("fit-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
-    data = fit.to_json() | {"flops_per_param_token": flops_ratio(runs)}
+    data = fit.to_json() | {"flops_per_param_token": flops_ratio(runs)} | (origin or {})
     path = out / "fit.json"
     plot_fit(fit, out / "fit.png")
-    if mlflow:
-        data["mlflow_run_id"] = log_fit_run(fit, out, workdir, (tracking or {}).get("cluster", {}))
     write_atomic(path, json.dumps(data, indent=1) + "\n")
+    if mlflow:
+        cluster = (tracking or {}).get("cluster", {})
+        data["mlflow_run_id"] = log_fit_run(fit, out, workdir, cluster, parent_run_id)
+        write_atomic(path, json.dumps(data, indent=1) + "\n")
     return WrittenFit(path, summary_lines(fit))
 
 
-def log_fit_run(fit: ScalingFit, out: Path, workdir: Path, cluster: dict) -> str:
+def log_fit_run(
+    fit: ScalingFit, out: Path, workdir: Path, cluster: dict, parent_run_id: str | None = None
+) -> str:
     """An MLflow run `scaling-fit` with the law's values, its intervals and the files."""
     from lmforge.pipeline.engine.tracking import (
         client,
@@ -146,7 +153,10 @@ def log_fit_run(fit: ScalingFit, out: Path, workdir: Path, cluster: dict) -> str
         experiment = ensure_experiment(
             mlflow, cluster.get("experiment", "lmforge"), default_artifact_location(workdir, uri)
         )
-    run = mlflow.create_run(experiment, run_name="scaling-fit", tags={"lmforge.scaling": "fit"})
+    tags = {"lmforge.scaling": "fit"}
+    if parent_run_id:
+        tags["mlflow.parentRunId"] = parent_run_id
+    run = mlflow.create_run(experiment, run_name="scaling-fit", tags=tags)
     run_id = run.info.run_id
     for name, value in fit.law.to_json().items():
         mlflow.log_metric(run_id, name, float(value))
@@ -157,7 +167,6 @@ def log_fit_run(fit: ScalingFit, out: Path, workdir: Path, cluster: dict) -> str
     budgets = sorted({r.budget for r in fit.runs})
     mlflow.log_param(run_id, "budgets", ",".join(f"{b:.3g}" for b in budgets))
     mlflow.log_param(run_id, "resamples", len(fit.samples))
-    (out / "fit.json").write_text(json.dumps(fit.to_json(), indent=1) + "\n", encoding="utf-8")
     mlflow.log_artifact(run_id, str(out / "fit.json"))
     mlflow.log_artifact(run_id, str(out / "fit.png"))
     mlflow.set_terminated(run_id, "FINISHED")

@@ -69,6 +69,16 @@ def rule_optimum(family: list[Shape]) -> Callable[[float], float]:
     return optimum
 
 
+def parse_budgets(text: str) -> list[float]:
+    """`--budgets 1e13,3e13,1e14`: FLOP counts."""
+    from lmforge.pipeline.quantities import parse_count
+
+    try:
+        return [parse_count(part.strip()) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise ConfigError(f"--budgets: {exc} (give FLOPs: 1e13,3e13,1e14)") from exc
+
+
 def plan_grid(
     budgets: list[float],
     sizes: int,

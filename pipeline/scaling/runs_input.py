@@ -82,8 +82,10 @@ def run_from_manifests(pretrain: dict, perplexity: dict, budget: float = 0.0) ->
 
     summary = pretrain.get("summary", {})
     model = (pretrain.get("config") or {}).get("model")
-    vocab = summary.get("vocab_size") or (pretrain.get("estimate") or {}).get("size", {}).get(
-        "vocab_size"
+    vocab = (
+        summary.get("vocab_size")
+        or perplexity.get("summary", {}).get("vocab_size")
+        or (pretrain.get("estimate") or {}).get("size", {}).get("vocab_size")
     )
     loss = perplexity.get("summary", {}).get("val_loss")
     tokens = summary.get("tokens")
@@ -103,18 +105,12 @@ def run_from_manifests(pretrain: dict, perplexity: dict, budget: float = 0.0) ->
     )
 
 
-def read_runs(*, runs_path: str | None, sweep: str | None, workdir: Path) -> list[FinishedRun]:
-    """The runs a fit is asked for: `--runs FILE` or `--sweep ID`."""
-    if runs_path and sweep:
-        raise ConfigError("give --runs FILE or --sweep ID, not both")
-    if sweep:
-        raise ConfigError(
-            f"--sweep {sweep}: this version records no sweeps to fit; export the runs as JSON "
-            "({params, tokens, loss} each) and pass --runs FILE"
-        )
+def read_runs(runs_path: str | None) -> list[FinishedRun]:
+    """The runs of `--runs FILE` (a sweep's are read by `sweep_runs`)."""
     if not runs_path:
         raise ConfigError(
-            "give the runs to fit: --runs FILE, a JSON list of {params, tokens, loss}"
+            "give the runs to fit: --runs FILE, a JSON list of {params, tokens, loss}, or "
+            "--sweep ID|latest, a grid of `lmforge scaling run`"
         )
     path = Path(runs_path).expanduser()
     try:

@@ -71,6 +71,10 @@ class SweepOptions:
     reduction_factor: float | None = None
     lease_wait_s: float | None = None
     metric: str = "val_perplexity"
+    until: str | None = None
+    """The stage each variant stops after (None: the whole pipeline)."""
+    scaling: dict | None = None
+    """What a scaling grid records of its variants (`SweepRecord.scaling`)."""
 
 
 def run_sweep(shared: list[str], variants: list[Variant], options: SweepOptions) -> SweepRecord:
@@ -84,7 +88,12 @@ class _Sweep:
         self.options = options
         self.shared = shared
         plan = plan_sweep(
-            shared, variants, options.early_stop, options.grace_period, options.reduction_factor
+            shared,
+            variants,
+            options.early_stop,
+            options.grace_period,
+            options.reduction_factor,
+            options.until,
         )
         self.planned, self.asha, self.sweep_id = plan.variants, plan.asha, plan.sweep_id
         self.config, self.workdir, self.store_location = (
@@ -114,6 +123,8 @@ class _Sweep:
                 ],
             )
         record.state, record.finished_at = "running", None
+        record.until = self.options.until
+        record.scaling = self.options.scaling or record.scaling
         for planned in self.planned:
             variant = record.variant(planned.variant.name)
             if variant.state not in DONE_STATES or not self._still_done(variant, planned):
@@ -127,7 +138,8 @@ class _Sweep:
         """Whether a variant done before is still whole in the store (every stage cached)."""
         if variant.state == "finished":
             return not planned.to_run
-        return not plan_variant(planned.variant, self._stopped_overrides(planned, variant)).to_run
+        overrides = self._stopped_overrides(planned, variant)
+        return not plan_variant(planned.variant, overrides, self.options.until).to_run
 
     def _save(self) -> None:
         self.book.save(self.record)
@@ -258,7 +270,7 @@ class _Sweep:
 
     def _run_stopped(self, planned: PlannedVariant, variant: VariantRecord) -> None:
         overrides = self._stopped_overrides(planned, variant)
-        stopped = plan_variant(planned.variant, overrides)
+        stopped = plan_variant(planned.variant, overrides, self.options.until)
         pipeline = self._pipeline(stopped, overrides, variant)
         self._done(variant, stopped, pipeline, "stopped")
 
@@ -283,6 +295,7 @@ class _Sweep:
         request = RunRequest(
             config=planned.config,
             command=f"sweep {self.sweep_id} {variant.variant}",
+            until=self.options.until,
             lease_wait_s=self.options.lease_wait_s,
             sweep=link,
             on_start=started,

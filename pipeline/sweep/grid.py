@@ -107,14 +107,19 @@ def unread_keys(swept: Iterable[SweptKey], sections: Iterable[str]) -> list[str]
     return [s.key for s in swept if not read(s.key)]
 
 
-def sweep_id(shared: Sequence[str], variants: Sequence[Variant], early_stop: bool) -> str:
+def sweep_id(
+    shared: Sequence[str], variants: Sequence[Variant], early_stop: bool, until: str | None = None
+) -> str:
     """The sweep's id, the same for the same sweep asked again (so a rerun resumes it): a hash
-    of its shared overrides (the workdir aside), its variants and whether it stops early."""
+    of its shared overrides (the workdir aside), its variants, whether it stops early and the
+    stage its variants stop after (when they stop before the end)."""
     payload = {
         "shared": sorted(o for o in shared if not o.startswith("workdir=")),
         "variants": [[v.name, v.params] for v in variants],
         "early_stop": early_stop,
     }
+    if until:
+        payload["until"] = until
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
     return f"sweep-{digest[:10]}"
 

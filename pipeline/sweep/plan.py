@@ -41,10 +41,12 @@ class SweepPlan:
         return self.variants[0].config
 
 
-def plan_variant(variant: Variant, overrides: list[str]) -> PlannedVariant:
+def plan_variant(
+    variant: Variant, overrides: list[str], until: str | None = None
+) -> PlannedVariant:
     config = compose(overrides)
     try:
-        _, plan, _ = plan_for(RunRequest(config=config))
+        _, plan, _ = plan_for(RunRequest(config=config, until=until))
     except ConfigError as exc:
         raise ConfigError(f"variant {' '.join(variant.overrides())}: {exc}") from exc
     stages = {name: plan.stages[name].key for name in plan.order}
@@ -57,9 +59,10 @@ def plan_sweep(
     early_stop: bool = False,
     grace_period: int | None = None,
     reduction_factor: float | None = None,
+    until: str | None = None,
 ) -> SweepPlan:
-    """Every variant planned; with `early_stop`, ASHA's settings (and `train.eval_every` set
-    for every variant when the sweep sets none)."""
+    """Every variant planned (up to `until` when given); with `early_stop`, ASHA's settings
+    (and `train.eval_every` set for every variant when the sweep sets none)."""
     check_swept_keys(variants)
     asha, extra = None, []
     if early_stop:
@@ -68,7 +71,7 @@ def plan_sweep(
         steps = max(train["max_steps"] for train in configs)
         asha = asha_settings(steps, every, grace_period, reduction_factor)
         extra = [] if every else [f"train.eval_every={asha.eval_every}"]
-    planned = [plan_variant(v, shared + extra + v.overrides()) for v in variants]
+    planned = [plan_variant(v, shared + extra + v.overrides(), until) for v in variants]
     workdirs = {Path(p.config["workdir"]).expanduser().resolve() for p in planned}
     if len(workdirs) > 1:
         raise ConfigError("the variants of a sweep share one workdir: do not sweep workdir")
@@ -79,4 +82,5 @@ def plan_sweep(
             "--early-stop needs the store on a path the training workers see "
             "(cluster.store_uri is a bucket): sweep without --early-stop"
         )
-    return SweepPlan(sweep_id(shared, variants, early_stop), planned, asha, workdir, store)
+    identity = sweep_id(shared, variants, early_stop, until)
+    return SweepPlan(identity, planned, asha, workdir, store)

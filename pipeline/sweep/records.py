@@ -67,6 +67,11 @@ class SweepRecord:
     finished_at: float | None = None
     mlflow_run_id: str | None = None
     variants: list[VariantRecord] = field(default_factory=list)
+    until: str | None = None
+    """The stage each variant stops after (None: the whole pipeline)."""
+    scaling: dict[str, Any] | None = None
+    """Set when the sweep is a scaling grid (`lmforge scaling run`): each variant's budget, N and
+    D, what `scaling fit --sweep` reads (`pipeline/scaling/grid_sweep.py`)."""
 
     def variant(self, name: str) -> VariantRecord:
         for record in self.variants:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from lmforge.pipeline.engine.stage import StageContext, stage
 from lmforge.pipeline.stages.report.card_summary import headline, summary_sections
+from lmforge.pipeline.stages.report.frontier_section import frontier_section
 from lmforge.pipeline.stages.report.model_card import Section, fmt, to_html, to_markdown
 from lmforge.pipeline.storage.input_artifact import ArtifactPath
 from lmforge.pipeline.training.step_times import PARTS
@@ -205,6 +206,7 @@ def report(ctx: StageContext) -> dict:
         data = _data_section(m["clean"])
     else:
         datasheet, data, mixture = _mixture(ctx, m, ppl)
+    frontier, position = frontier_section(ctx)
     sections = [
         *summary_sections(
             ppl,
@@ -257,6 +259,7 @@ def report(ctx: StageContext) -> dict:
                 ],
             ),
         ),
+        *([frontier] if frontier else []),
         Section(
             "Samples",
             table=_table(m["sample"]),
@@ -275,8 +278,14 @@ def report(ctx: StageContext) -> dict:
     for path in sorted(ctx.out_dir.iterdir()):  # hidden files are the engine's, not the card's
         if path.is_file() and not path.name.startswith("."):
             ctx.tracker.log_artifact(path, "model_card")
-    return {
+    summary = {
         "model_card": "model_card.md",
         "val_perplexity": ppl.get("val_perplexity"),
         "headline": headline(ppl, samples),
     }
+    if position:  # only with a scaling fit of this corpus and tokenizer
+        summary["scaling_frontier"] = position
+        ctx.tracker.log_metrics(
+            {f"frontier_{k}": position[k] for k in ("above_prediction", "above_frontier")}
+        )
+    return summary
