@@ -61,7 +61,7 @@ from lmforge.pipeline.training.checkpoint import consolidated as ckpt
 from lmforge.pipeline.training.checkpoint.async_save import CheckpointSaver
 from lmforge.pipeline.training.checkpoint.resume import choose_checkpoint
 from lmforge.pipeline.training.checkpoint.zero_shards import needed_ranges, restore_local
-from lmforge.pipeline.training.mfu import peak_flops
+from lmforge.pipeline.training.reporting.mfu import peak_flops
 from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.train_step import TrainStep, build_engine, build_optimizer
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from lmforge.pipeline.engine.stage import Tracker
 from lmforge.pipeline.quantities import format_duration
-from lmforge.pipeline.training.progress import format_rate
+from lmforge.pipeline.training.reporting.progress import format_rate
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,8 @@ Read in this order:
 - `config.TrainConfig`: the typed `train` config group;
 - `launch.run_pretraining`: starts the Ray Train run and exports the final weights;
 - `worker_entry.train_loop_per_worker`: what every worker runs with its `payload.TrainingPayload`,
-  `worker.WorkerRun` (resume, loop, checkpoints, logging);
+  `worker.WorkerRun` (the loop, checkpoints, validation), `checkpoint.restore` (its starting
+  state), `reporting.progress_report` (rank 0's step metrics and progress line);
 - `train_step`: the DeepSpeed engine and one optimizer step; `schedule`: the learning rate;
 - `sampler`: which windows each worker reads (one global order, independent of world size);
   `sample_index`: that order built once on disk and memory-mapped (the `sample_index` stage);
@@ -19,6 +20,6 @@ Read in this order:
   `ray_checkpoint`: the pointer Ray Train keeps; `zero3_init`: GPT's init into ZeRO-3 partitions;
 - `zero_state`: the full parameters and AdamW moments of an engine (the consolidated format);
 - `deepspeed_config`: conf/deepspeed/zeroN.json filled from the train config;
-- `mfu`, `progress`: MFU, tokens/s, ETA and the MLflow metrics; `step_times`: where step time
-  goes; `fault`: fault injection; `collectives`: small objects exchanged between ranks.
+- `reporting/`: `mfu`, `progress`: MFU, tokens/s, ETA and the MLflow metrics; `step_times`:
+  where step time goes; `fault`: fault injection; `collectives`: small objects exchanged between ranks.
 """

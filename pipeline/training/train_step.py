@@ -29,7 +29,7 @@ from lmforge.pipeline.training.objectives.sequence_unlikelihood import (
 )
 from lmforge.pipeline.training.objectives.unlikelihood import training_objective
 from lmforge.pipeline.training.precision import uses_bf16
-from lmforge.pipeline.training.step_times import StepTimes, time_gradient_reduction
+from lmforge.pipeline.training.reporting.step_times import StepTimes, time_gradient_reduction
 from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.zero3_init import PartitionInit
 

@@ -13,33 +13,21 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import warnings
 
 import numpy as np
 import ray.train
 import torch
 from ray.train.torch import get_device
-from safetensors import SafetensorError
 
 from lmforge.pipeline.cluster.process_stats import (
     keep_freed_memory,
     keeps_freed_memory,
     peak_rss_bytes,
 )
-from lmforge.pipeline.training.checkpoint import consolidated as ckpt
 from lmforge.pipeline.training.checkpoint.async_save import CheckpointSaver, Published
 from lmforge.pipeline.training.checkpoint.ray_checkpoint import report_final
-from lmforge.pipeline.training.checkpoint.resume import (
-    check_layout,
-    check_resumable,
-    choose_checkpoint,
-)
-from lmforge.pipeline.training.checkpoint.zero_shards import (
-    full_shapes,
-    needed_ranges,
-    restore_local,
-)
+from lmforge.pipeline.training.checkpoint.restore import restore_or_start
 from lmforge.pipeline.training.collectives import all_gather
 from lmforge.pipeline.training.cpu_pinning import pin_training_thread, thread_cpus
 from lmforge.pipeline.training.data.mixture import open_training_data
@@ -48,19 +36,13 @@ from lmforge.pipeline.training.data.sample_index import open_for_run
 from lmforge.pipeline.training.data.sampler import WindowSampler, load_batch, max_window_offset
 from lmforge.pipeline.training.early_stop.requests import verdict
 from lmforge.pipeline.training.early_stop.val_slice import ValidationSlice
-from lmforge.pipeline.training.mfu import model_flops_utilisation, peak_flops
+from lmforge.pipeline.training.reporting.mfu import model_flops_utilisation, peak_flops
 from lmforge.pipeline.training.payload import TrainingPayload
 from lmforge.pipeline.training.precision import NATIVE_CHOICES, uses_bf16
-from lmforge.pipeline.training.progress import (
-    MlflowMetrics,
-    ThroughputMeter,
-    phase_step_estimate,
-    progress_line,
-    recent_step_seconds,
-    training_eta,
-)
+from lmforge.pipeline.training.reporting.progress import MlflowMetrics, ThroughputMeter
+from lmforge.pipeline.training.reporting.progress_report import ProgressReporter, say
 from lmforge.pipeline.training.schedule import learning_rate
-from lmforge.pipeline.training.step_times import StepTimes, breakdown, data_wait_note
+from lmforge.pipeline.training.reporting.step_times import StepTimes
 from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.train_step import StepResult, TrainStep, build_engine
 
@@ -90,7 +72,7 @@ class WorkerRun:
         self.payload = payload
         self.cfg = payload.train.with_workers(self.world)  # ZeRO-1/2 on one worker: ZeRO-0
         if self.rank == 0 and self.cfg.zero_stage != payload.train.zero_stage:
-            _say(f"ZeRO-{payload.train.zero_stage} on one worker runs as ZeRO-0 (nothing to split)")
+            say(f"ZeRO-{payload.train.zero_stage} on one worker runs as ZeRO-0 (nothing to split)")
         self.device = _setup_device(self.cfg)
         share = None
         if self.device.type == "cpu" and self.cfg.pin_cpus:
@@ -106,11 +88,11 @@ class WorkerRun:
         self.precisions = [p for _, _, p in placed]
         if self.rank == 0 and self.cfg.precision in NATIVE_CHOICES:
             where = ", ".join(f"rank {r} {p}" for r, p in enumerate(self.precisions))
-            _say(f"train.precision={self.cfg.precision}: {where}")
+            say(f"train.precision={self.cfg.precision}: {where}")
         if self.rank == 0 and share is not None:
             ranks = enumerate(self.thread_cpus)
             pinned = ", ".join(f"rank {r} on CPU {_cpu_list(cpus)}" for r, cpus in ranks)
-            _say(f"training threads pinned: {pinned}")
+            say(f"training threads pinned: {pinned}")
         torch.manual_seed(self.cfg.seed)
         max_offset = max_window_offset(payload.model.block_size, self.cfg.epoch_offsets)
         self.dataset = open_training_data(
@@ -131,7 +113,9 @@ class WorkerRun:
             self.cfg.keep_checkpoints,
             payload.fault,
         )
-        self.state, self.resumed_from = self._restore()
+        self.state, self.resumed_from = restore_or_start(
+            self.engine, payload, self.cfg, self.rank, self.world, len(self.dataset), self.saver
+        )
         positions = self.cfg.max_steps * self.cfg.global_batch_size
         order = open_for_run(payload.sample_index_dir, self.dataset, self.cfg.seed, positions)
         self.sampler = WindowSampler(
@@ -144,11 +128,6 @@ class WorkerRun:
         )
         self.tokens_per_step = self.cfg.global_batch_size * payload.model.block_size
         self.meter = ThroughputMeter(self.tokens_per_step)
-        self.step_seconds: dict[bool, float] = {}
-        """Rank 0: recent median seconds of a step without (False) and with (True) the
-        sequence-level term, for the ETA."""
-        self.decoding_s: float | None = None
-        self._decoding_timed = False
         self.saved_step = self.resumed_from
         self.metrics_sink = None
         self.validation = (
@@ -167,12 +146,22 @@ class WorkerRun:
             self.peak, self.peak_source = peak_flops(self.cfg.peak_flops, self.device, dtype)
             if payload.tracking_uri and payload.mlflow_run_id:
                 self.metrics_sink = MlflowMetrics(payload.tracking_uri, payload.mlflow_run_id)
+        self.reporter = ProgressReporter(
+            self.cfg,
+            payload.model,
+            self.world,
+            self.meter,
+            self.times,
+            self.train_step,
+            self.peak,
+            self.metrics_sink,
+        )
 
     def run(self) -> None:
         """Train from the restored step to max_steps, checkpointing on the way and at the end."""
         cfg = self.cfg
         if self.rank == 0 and self.resumed_from is not None:
-            _say(f"resumed from step {self.resumed_from} on {self.world} worker(s)")
+            say(f"resumed from step {self.resumed_from} on {self.world} worker(s)")
         prefetch = (
             BatchPrefetcher(
                 self.dataset, self.sampler, cfg.prefetch_steps, cfg.last_step - self.state.step
@@ -212,7 +201,7 @@ class WorkerRun:
                 fault.maybe_fire(self.rank, done)
             if self.rank == 0 and cfg.log_every and self.state.step % cfg.log_every == 0:
                 with self.times.part("log"):
-                    self._log(result, lr, batches)
+                    self.reporter.log(result, lr, batches, self.state.step, self.state.tokens_seen)
             if cfg.checkpoint_every and self.state.step % cfg.checkpoint_every == 0:
                 with self.times.part("checkpoint"):  # the copy to CPU memory; writing goes on
                     self.saver.save(self.state)
@@ -220,7 +209,7 @@ class WorkerRun:
             if cfg.eval_every and self.state.step % cfg.eval_every == 0 and self._validate():
                 self.stopped_early_at = self.state.step
                 if self.rank == 0:
-                    _say(f"stopped early at step {self.state.step}: a sweep asked for it")
+                    say(f"stopped early at step {self.state.step}: a sweep asked for it")
                 return
 
     def _validate(self) -> bool:
@@ -234,7 +223,7 @@ class WorkerRun:
         if self.rank == 0:
             if self.metrics_sink is not None:
                 self.metrics_sink.log(self.state.step, {"val_loss": self.val_loss})
-            _say(f"step {self.state.step}: val_loss {self.val_loss:.4f}")
+            say(f"step {self.state.step}: val_loss {self.val_loss:.4f}")
             stop = self._sweep_says_stop()
         return bool(all_gather(stop, self.world)[0])
 
@@ -247,7 +236,7 @@ class WorkerRun:
         said = verdict(self.payload.stop_file, self.state.step, **wait)
         if said == "late" and self.verdict_wait_s is None:
             self.verdict_wait_s = 0.0
-            _say(f"no verdict from the sweep on step {self.state.step}: training goes on")
+            say(f"no verdict from the sweep on step {self.state.step}: training goes on")
         return said == "stop"
 
     def _advance(self, result: StepResult, sampler_position: int) -> None:
@@ -262,75 +251,6 @@ class WorkerRun:
         self.state.losses.append(result.loss)
         if self.rank == 0:
             self.meter.step_done(self.state.step)
-
-    def _log(self, result: StepResult, lr: float, batches: list) -> None:
-        rate = self.meter.window_rate()
-        mfu = model_flops_utilisation(rate, self.payload.model, self.peak, self.world)
-        times = self.times.take()
-        values = {
-            "loss": result.loss,
-            "lr": lr,
-            "grad_norm": result.grad_norm,
-            "tokens_per_s": rate,
-            "tokens_seen": float(self.state.tokens_seen),
-            "mfu": mfu,
-            "data_wait_s": times["time_data_s"],
-            **times,
-        }
-        if result.unlikelihood is not None:
-            values["unlikelihood"] = result.unlikelihood
-        if result.sequence_unlikelihood is not None:
-            values["sequence_unlikelihood"] = result.sequence_unlikelihood
-        if result.looping_share is not None:
-            values["looping_share"] = result.looping_share
-        if self.metrics_sink is not None:
-            self.metrics_sink.log(self.state.step, values)
-        eta = self._eta(rate, batches)
-        line = progress_line(
-            step=self.state.step,
-            max_steps=self.cfg.max_steps,
-            loss=result.loss,
-            lr=lr,
-            tokens_per_s=rate,
-            mfu=mfu,
-            eta_s=eta,
-        )
-        _say(f"{line} | {breakdown(times)}{data_wait_note(times)}")
-
-    def _eta(self, rate: float, batches: list) -> float:
-        """Seconds left (`progress.training_eta`); the sequence-level term's steps, before any
-        has run, estimated from a plain step and one timed decoding
-        (`progress.phase_step_estimate`)."""
-        cfg = self.cfg
-        done = self.state.step
-        recent = self.meter.durations[-max(1, cfg.log_every) :]
-        start, every = cfg.sequence_phase_start, cfg.sequence_unlikelihood_every
-        self.step_seconds.update(recent_step_seconds(recent, done, start, every))
-
-        def phase_estimate(plain_s: float) -> float:
-            if not self._decoding_timed:
-                self._decoding_timed = True
-                one = self.train_step.decoding_seconds(batches[0][0])
-                self.decoding_s = None if one is None else one * len(batches)
-            block = self.payload.model.block_size
-            prefix, tokens = cfg.sequence_decoding(block)
-            return phase_step_estimate(
-                plain_s,
-                decoded_tokens=tokens,
-                sequence_tokens=prefix + tokens,
-                block_size=block,
-                decoding_s=self.decoding_s,
-            )
-
-        return training_eta(
-            done=done,
-            max_steps=cfg.max_steps,
-            phase_start=cfg.sequence_phase_start,
-            measured=self.step_seconds,
-            plain_fallback_s=self.tokens_per_step / rate if rate > 0 else 0.0,
-            phase_estimate=phase_estimate,
-            every=every,
-        )
 
     def _summary(self, final: Published) -> dict:
         losses = self.state.losses
@@ -369,40 +289,6 @@ class WorkerRun:
             "worker_peak_rss_mb": round((peak_rss_bytes() or 0) / 2**20, 1),
         }
 
-    def _restore(self) -> tuple[ckpt.TrainerState, int | None]:
-        ranges = needed_ranges(self.engine, self.rank)
-        chosen = choose_checkpoint(self.payload.checkpoint_dir, self.rank, self.world, ranges)
-        if chosen is None:
-            fresh = ckpt.TrainerState(
-                step=0,
-                adam_step=0,
-                sampler_position=0,
-                tokens_seen=0,
-                seed=self.cfg.seed,
-                n_windows=len(self.dataset),
-                world_size=self.world,
-                model_config=self.payload.model.to_dict(),
-            )
-            return fresh, None
-        state = chosen.state
-        try:
-            check_resumable(chosen, self.payload.model, self.cfg, len(self.dataset))
-            check_layout(chosen, full_shapes(self.engine))
-            read = chosen.layout.reader(chosen.directory)
-            restore_local(self.engine, read, self.rank, state.adam_step)
-        except ckpt.CheckpointError:
-            raise
-        except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
-            raise ckpt.CheckpointError(
-                f"checkpoint {chosen.path} is marked complete but cannot be loaded: {exc}. "
-                "Delete that directory to resume from the previous checkpoint."
-            ) from exc
-        finally:
-            self.saver.store.release(self.rank)
-        state.world_size = self.world
-        self.saver.published = Published(state.step, chosen.path)
-        return state, state.step
-
 
 def _setup_device(cfg: TrainConfig) -> torch.device:
     if cfg.use_gpu:
@@ -416,12 +302,6 @@ def _setup_device(cfg: TrainConfig) -> torch.device:
 
 def _cpu_list(cpus: list[int]) -> str:
     return ",".join(str(cpu) for cpu in cpus)
-
-
-def _say(line: str) -> None:
-    # Not print(): Ray Train patches it to log and echo, which shows every line twice.
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 
 def _step_seed(seed: int, step: int, rank: int) -> int:

@@ -14,7 +14,7 @@ from lmforge.pipeline.stages.report.card_summary import headline, summary_sectio
 from lmforge.pipeline.stages.report.frontier_section import frontier_section
 from lmforge.pipeline.stages.report.model_card import Section, fmt, to_html, to_markdown
 from lmforge.pipeline.storage.input_artifact import ArtifactPath
-from lmforge.pipeline.training.step_times import PARTS
+from lmforge.pipeline.training.reporting.step_times import PARTS
 from lmforge.pipeline.typed_config import from_mapping
 
 LIMITATIONS = [

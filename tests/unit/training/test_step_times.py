@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from lmforge.pipeline.training.step_times import (
+from lmforge.pipeline.training.reporting.step_times import (
     StepTimes,
     breakdown,
     data_wait_note,
