@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from lmforge.pipeline.engine.driver import (
@@ -27,6 +28,7 @@ from lmforge.pipeline.engine.driver import (
     HeartbeatWatch,
     alive_here,
     driver_dead,
+    driver_of_tags,
     record_driver_dead,
 )
 from lmforge.pipeline.engine.run_records import RecordBook
@@ -35,6 +37,15 @@ log = logging.getLogger("lmforge")
 
 PIPELINE_RUN_TAG = "lmforge.pipeline_run"
 PARENT_TAG = "mlflow.parentRunId"
+
+
+def _pipeline_run_of(run_id: str, tags: Mapping[str, str]) -> str:
+    """The run whose driver tags judge `run_id`: itself where it names its driver (a pipeline's
+    parent run, nested or not: a sweep's variants nest under the sweep's run, which names no
+    driver), else its parent (a stage run)."""
+    if HEARTBEAT_TAG in tags or driver_of_tags(tags) is not None:
+        return run_id
+    return tags.get(PARENT_TAG, run_id)
 
 
 def kill_runs_of_dead_drivers(
@@ -59,12 +70,14 @@ def kill_runs_of_dead_drivers(
     )
     ours = [r for r in running if PIPELINE_RUN_TAG in r.data.tags]
     tags_of: dict[str, dict[str, str]] = {
-        r.info.run_id: r.data.tags for r in ours if PARENT_TAG not in r.data.tags
+        r.info.run_id: r.data.tags
+        for r in ours
+        if _pipeline_run_of(r.info.run_id, r.data.tags) == r.info.run_id
     }
     verdicts: dict[str, bool] = {}
     killed = 0
     for run in ours:
-        parent = run.data.tags.get(PARENT_TAG, run.info.run_id)
+        parent = _pipeline_run_of(run.info.run_id, run.data.tags)
         if parent == own_parent:
             continue
         if parent not in verdicts:

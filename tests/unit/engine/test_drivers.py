@@ -224,3 +224,27 @@ def test_a_record_its_driver_finished_meanwhile_is_never_marked_killed(tmp_path,
     book.save(_record("finishing", 1.0, driver=dead_driver, state="finished"))  # it just ended
     assert not book.mark_killed("finishing")
     assert book.load("finishing").state == "finished"
+
+
+def test_a_sweeps_variant_is_judged_by_its_own_driver_not_the_sweeps_run(tmp_path, dead_driver):
+    """A sweep's variants nest their pipeline runs under the sweep's run, which names no driver
+    and has no heartbeat: a live variant stays RUNNING however long it runs; a dead one's runs
+    are KILLED."""
+    from dead_driver import orphan_pipeline
+
+    from lmforge.pipeline.engine.driver_watch import kill_runs_of_dead_drivers
+    from lmforge.pipeline.engine.tracking import client, ensure_experiment
+
+    mlflow = client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = ensure_experiment(mlflow, "lmforge", (tmp_path / "art").as_uri())
+    sweep = mlflow.create_run(experiment, tags={"lmforge.sweep": "sweep-1"}).info.run_id
+    live = orphan_pipeline(mlflow, experiment, this_driver(), "live")
+    dead = orphan_pipeline(mlflow, experiment, dead_driver, "dead")
+    for pipeline_run in (live[0], dead[0]):
+        mlflow.set_tag(pipeline_run, "mlflow.parentRunId", sweep)
+    watch = HeartbeatWatch(expire_s=60)
+    for now in (0.0, 120.0, 600.0):
+        kill_runs_of_dead_drivers(mlflow, experiment, watch, now=now)
+    assert {mlflow.get_run(r).info.status for r in live} == {"RUNNING"}
+    assert {mlflow.get_run(r).info.status for r in dead} == {"KILLED"}
+    assert mlflow.get_run(sweep).info.status == "RUNNING"
