@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmforge.pipeline.cluster.ray_runtime import ensure_ray, local_dashboard
+from lmforge.pipeline.engine.driver import this_driver
 from lmforge.pipeline.engine.run_records import PipelineRecord
 from lmforge.pipeline.engine.run_request import RunRequest, SweepLink
 from lmforge.pipeline.engine.runner import run_pipeline
@@ -123,6 +124,7 @@ class _Sweep:
                 ],
             )
         record.state, record.finished_at = "running", None
+        record.driver = this_driver()
         record.until = self.options.until
         record.scaling = self.options.scaling or record.scaling
         for planned in self.planned:

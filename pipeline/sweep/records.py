@@ -5,6 +5,8 @@ running, finished, stopped, failed), the pipeline runs it took (a stopped varian
 run that was stopped, and the one that commits its model under `train.stopped_at`), the step it
 stopped at, its figures and its stages' cache keys. `lmforge status --sweep` reads it; a rerun of
 the same sweep reads it to finish only what is unfinished. Records are rewritten atomically.
+A record left `running` by a driver of this host that is gone reads as `killed`, its running
+variants too (`engine.driver.alive_here`, as pipeline-run records are judged).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from lmforge.durable import write_atomic
+from lmforge.pipeline.engine.driver import alive_here
 
-VARIANT_STATES = ("pending", "running", "finished", "stopped", "failed")
+VARIANT_STATES = ("pending", "running", "finished", "stopped", "failed", "killed")
 DONE_STATES = ("finished", "stopped")
 
 
@@ -72,6 +75,8 @@ class SweepRecord:
     scaling: dict[str, Any] | None = None
     """Set when the sweep is a scaling grid (`lmforge scaling run`): each variant's budget, N and
     D, what `scaling fit --sweep` reads (`pipeline/scaling/grid_sweep.py`)."""
+    driver: dict[str, Any] | None = None
+    """The process running the sweep (`engine.driver.this_driver`)."""
 
     def variant(self, name: str) -> VariantRecord:
         for record in self.variants:
@@ -85,7 +90,17 @@ class SweepRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SweepRecord:
         variants = [VariantRecord(**v) for v in data.pop("variants", [])]
-        return cls(**data, variants=variants)
+        return cls(**data, variants=variants)._judged()
+
+    def _judged(self) -> SweepRecord:
+        """This record, `killed` (with its running variants) if it says `running` and its
+        driver ran on this host and is gone."""
+        if self.state == "running" and alive_here(self.driver) is False:
+            self.state = "killed"
+            for variant in self.variants:
+                if variant.state == "running":
+                    variant.state = "killed"
+        return self
 
 
 class SweepBook:

@@ -153,3 +153,34 @@ def test_progress_counts_and_eta_from_finished_variants():
     assert eta_seconds([100.0, 200.0], [50.0], pending=2, slots=2) == pytest.approx(200.0)
     line = progress_line("sweep-x", 1, 1, 0, 1, 2, 125.0)
     assert line == "sweep-x: 2/5 done (1 stopped early), 1 running, 2 pending, ETA 2m05s"
+
+
+def test_a_sweep_left_running_by_a_gone_driver_reads_as_killed_and_a_live_ones_as_running(
+    tmp_path,
+):
+    from dead_driver import dead_driver
+
+    from lmforge.pipeline.engine.driver import this_driver
+    from lmforge.pipeline.sweep.records import SweepBook
+
+    book = SweepBook(tmp_path / "sweeps")
+    for name, driver in (("sweep-dead", dead_driver()), ("sweep-live", this_driver())):
+        book.save(
+            SweepRecord(
+                sweep_id=name,
+                command="sweep",
+                swept=["train.lr"],
+                driver=driver,
+                variants=[
+                    VariantRecord("v0", {"train.lr": "1"}, state="finished"),
+                    VariantRecord("v1", {"train.lr": "2"}, state="running"),
+                ],
+            )
+        )
+    dead, live = book.find("sweep-dead"), book.find("sweep-live")
+    assert dead.state == "killed"
+    assert [v.state for v in dead.variants] == ["finished", "killed"]
+    assert live.state == "running"
+    assert [v.state for v in live.variants] == ["finished", "running"]
+    unnamed = SweepRecord.from_dict({"sweep_id": "old", "command": "sweep", "swept": []})
+    assert unnamed.state == "running", "a record naming no driver is left as it says"
