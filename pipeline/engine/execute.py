@@ -138,10 +138,12 @@ def execute_stage(task: StageTask) -> dict[str, Any]:
         try:
             error = redact_text(f"{type(exc).__name__}: {exc}")[:5000]
             tracker.set_tags({"lmforge.error": error})
-            tracker.terminate("FAILED")
+            # Ctrl-C reaches the stage's process too: its run is KILLED, as the driver marks it,
+            # whichever of the two writes last.
+            tracker.terminate(_end_status(exc))
         except Exception:  # the original failure matters more than a tracking hiccup
             logging.getLogger(__name__).warning(
-                "could not mark run FAILED:\n%s", traceback.format_exc()
+                "could not mark run %s:\n%s", _end_status(exc), traceback.format_exc()
             )
         raise
     store.release_inputs()
@@ -261,3 +263,10 @@ def failure_message(exc: BaseException) -> str:
     cause = getattr(exc, "cause", None) or exc
     text = str(cause).strip()
     return redact_text(f"{type(cause).__name__}: {text.splitlines()[-1] if text else ''}")
+
+
+def _end_status(exc: BaseException) -> str:
+    """The MLflow status of a stage run its task left by `exc`: KILLED for an interruption
+    (Ctrl-C, or Ray cancelling the task), FAILED otherwise."""
+    interrupted = isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "TaskCancelledError"
+    return "KILLED" if interrupted else "FAILED"

@@ -26,9 +26,14 @@ def _writes_one_file(ctx):
     return {"n": 1}
 
 
+def _interrupted_halfway(ctx):
+    (ctx.out_dir / "half-written.parquet").write_text("partial")
+    raise KeyboardInterrupt
+
+
 @pytest.fixture(autouse=True)
 def throwaway_stages():
-    stages = (_explodes_halfway, _fails_naming_a_secret_uri, _writes_one_file)
+    stages = (_explodes_halfway, _fails_naming_a_secret_uri, _writes_one_file, _interrupted_halfway)
     for fn in stages:
         stage(name=fn.__name__, version="1")(fn)
     yield
@@ -69,6 +74,16 @@ def test_a_stage_that_raises_leaves_no_visible_artifact_and_a_failed_run(workdir
     run = mlflow.get_run(task.mlflow_run_id)
     assert run.info.status == "FAILED"
     assert "disk on fire" in run.data.tags["lmforge.error"]
+
+
+def test_a_stage_interrupted_by_ctrl_c_leaves_no_visible_artifact_and_a_killed_run(workdir):
+    """Ctrl-C reaches the stage's process as well as the driver: both close its run KILLED."""
+    task, mlflow = _task("_interrupted_halfway", workdir)
+    with pytest.raises(KeyboardInterrupt):
+        execute_stage(task)
+    assert not ArtifactStore(workdir / "store").exists("_interrupted_halfway", "k1")
+    assert not list((workdir / "store").rglob("half-written.parquet"))
+    assert mlflow.get_run(task.mlflow_run_id).info.status == "KILLED"
 
 
 def test_a_stage_that_succeeds_is_committed_with_its_summary_and_finished(workdir):
