@@ -30,7 +30,7 @@ from lmforge.pipeline.estimate.calibration.synthetic_corpus import synthesize
 pytestmark = pytest.mark.integration
 
 UNITS = 12
-DOCS_PER_UNIT = 400
+DOCS_PER_UNIT = 250
 """Enough for a filter task to outlast the kill's polling, and for several paragraph tasks."""
 
 
@@ -57,7 +57,7 @@ def args(corpus: Path, workdir: Path) -> list[str]:
         f"data.paths=[{corpus}/*.jsonl.zst]",
         "data.read_split_mb=0.001",  # every file a read unit of its own
         "data.shard_mb=0.05",
-        "data.dedup.paragraph.units_per_task=500",  # several paragraph tasks
+        "data.dedup.paragraph.units_per_task=300",  # several paragraph tasks
         f"workdir={workdir}",
     ]
 
