@@ -2,7 +2,11 @@
 middle of `clean`, in its filter step or in its dedup steps (in the last of them, paragraph
 dedup): the next `lmforge run` reuses every read unit and every dedup task the dead run
 finished, runs only the others, and writes data files byte-identical to an uninterrupted
-run's."""
+run's.
+
+The killed runs are `lmforge` processes leading their own process group, as in a terminal; the
+uninterrupted run and the runs after the kills call the CLI in this process (`main(argv)`), on
+one Ray runtime for the module."""
 
 from __future__ import annotations
 
@@ -11,20 +15,38 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_runner import LMFORGE, kill_once, lmforge, settled_count, status, summary
+from cli_runner import (
+    LMFORGE,
+    in_process_ray,
+    kill_once,
+    lmforge_here,
+    settled_count,
+    status,
+    summary,
+)
 
 from lmforge.pipeline.estimate.calibration.synthetic_corpus import synthesize
 
 pytestmark = pytest.mark.integration
 
 UNITS = 12
+DOCS_PER_UNIT = 250
+"""Enough for a filter task to outlast the kill's polling, and for several paragraph tasks."""
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("corpus")
-    synthesize(out, docs=UNITS * 1500, files=UNITS, seed=3)
+    synthesize(out, docs=UNITS * DOCS_PER_UNIT, files=UNITS, seed=3)
     return out
+
+
+@pytest.fixture(scope="module")
+def one_ray_runtime():
+    """One local Ray runtime for the module's in-process runs, shut down after them (a killed
+    run, a process of its own, starts its own)."""
+    with in_process_ray():
+        yield
 
 
 def args(corpus: Path, workdir: Path) -> list[str]:
@@ -35,7 +57,7 @@ def args(corpus: Path, workdir: Path) -> list[str]:
         f"data.paths=[{corpus}/*.jsonl.zst]",
         "data.read_split_mb=0.001",  # every file a read unit of its own
         "data.shard_mb=0.05",
-        "data.dedup.paragraph.units_per_task=2000",  # several paragraph tasks
+        "data.dedup.paragraph.units_per_task=300",  # several paragraph tasks
         f"workdir={workdir}",
     ]
 
@@ -48,10 +70,10 @@ def data_files(workdir: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory, corpus) -> tuple[dict, dict[str, str]]:
+def uninterrupted(tmp_path_factory, corpus, one_ray_runtime) -> tuple[dict, dict[str, str]]:
     """The clean summary and data files of a run that nothing interrupted."""
     whole = tmp_path_factory.mktemp("whole")
-    lmforge("run", *args(corpus, whole))
+    lmforge_here("run", *args(corpus, whole))
     finished = summary(whole, "clean")
     assert finished["units_resumed"] == 0
     assert set(finished["dedup_tasks_resumed"].values()) == {0}
@@ -78,7 +100,7 @@ def test_a_killed_clean_resumes_from_its_finished_units(tmp_path, corpus, uninte
     finished = settled_count(markers, "*/done/filter-*.json")
     assert 3 <= finished < UNITS, "killed in the middle of the filter phase"
 
-    lmforge("run", *args(corpus, killed))
+    lmforge_here("run", *args(corpus, killed))
     resumed = summary(killed, "clean")
     assert resumed["units_resumed"] == finished
     assert resumed["read_units"] == UNITS
@@ -108,7 +130,7 @@ def test_a_driver_killed_in_the_dedup_steps_resumes_their_finished_tasks(
         "killed in the dedup steps, in the paragraph one"
     )
 
-    lmforge("run", *args(corpus, killed))
+    lmforge_here("run", *args(corpus, killed))
     resumed = summary(killed, "clean")
     assert resumed["units_resumed"] == UNITS, "every read unit was filtered before dedup began"
     assert resumed["dedup_tasks_resumed"] == {

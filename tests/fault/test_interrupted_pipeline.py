@@ -13,7 +13,7 @@ process group), then the driver SIGKILLed (driver loss, its local Ray runtime dy
 
 The interrupted runs are `lmforge` processes of their own, each leading its process group as in
 a terminal; the runs after them call the CLI in this process (`main(argv)`), on one Ray runtime.
-The uninterrupted reference is one run, shared by both checks."""
+The uninterrupted reference is one run on one worker, shared by both checks."""
 
 from __future__ import annotations
 
@@ -99,8 +99,18 @@ def _start(args: list[str], log: Path) -> subprocess.Popen:
     pipe could fill once the driver that reads Ray's output is dead)."""
     with log.open("w") as out:
         return subprocess.Popen(
-            [*LMFORGE, "run", *args], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            [*LMFORGE, "run", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_takes_ctrl_c,
         )
+
+
+def _takes_ctrl_c() -> None:
+    """SIGINT's default action, as a terminal's foreground process has it: a pytest started in
+    the background (`cmd &` in a script) ignores SIGINT, and its children would inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _when_a_checkpoint_after(proc: subprocess.Popen, workdir: Path, step: int) -> None:
@@ -174,10 +184,12 @@ def interrupted(tmp_path_factory) -> Interrupted:
         resumed_losses = _losses(artifact)
         _check_the_hf_export_equals_the_model(artifact)
 
-        # The uninterrupted reference: the same trajectory from step 0 (keep_checkpoints does not
-        # change it, but it changes the cache key) once the checkpoints to resume from are gone.
+        # The uninterrupted reference: the same trajectory from step 0 once the checkpoints to
+        # resume from are gone, on one worker (the same global batch and seed: the worker count
+        # does not change the trajectory, but it changes the cache key), which spares a worker's
+        # start and ZeRO-3's collectives at every step.
         shutil.rmtree(workdir / "checkpoints")
-        lmforge_here("run", *args, "train.keep_checkpoints=3")
+        lmforge_here("run", *args, "train.num_workers=1")
         reference = status(workdir)["pretrain"]
     return Interrupted(
         workdir=workdir,
