@@ -153,3 +153,13 @@ def test_progress_counts_and_eta_from_finished_variants():
     assert eta_seconds([100.0, 200.0], [50.0], pending=2, slots=2) == pytest.approx(200.0)
     line = progress_line("sweep-x", 1, 1, 0, 1, 2, 125.0)
     assert line == "sweep-x: 2/5 done (1 stopped early), 1 running, 2 pending, ETA 2m05s"
+
+
+def test_sweep_until_an_unknown_stage_is_one_line_before_anything_runs(tmp_path, capsys):
+    from lmforge.pipeline.cli.main import main
+
+    code = main(["sweep", "train.lr=1e-3,3e-3", "--until", "pretrian", f"workdir={tmp_path}"])
+    assert code != 0
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("lmforge: error:") and "'pretrian'" in error and "\n" not in error
+    assert not (tmp_path / "sweeps").exists()
