@@ -18,9 +18,6 @@ from cli_runner import in_process_ray, lmforge, lmforge_here, small_corpus, stat
 from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.engine.tracking import client, redact
 
-NO_MODEL_FILTERS = ["data.filters.language.enabled=false", "data.filters.toxicity.enabled=false"]
-"""What the runs below clean is not the point: the filters that load a classifier are left out."""
-
 SECRET_NAMES = (
     "api_token",
     "auth_token",
@@ -52,13 +49,7 @@ def test_a_secret_in_the_config_lands_nowhere_in_the_workdir(workdir):
     corpus = small_corpus(workdir.parent)
     with in_process_ray():  # the CLI in this process: the workdir is what is looked at
         lmforge_here(
-            "run",
-            "--until",
-            "clean",
-            *corpus,
-            *NO_MODEL_FILTERS,
-            f"workdir={workdir}",
-            f"+cluster.api_token={secret}",
+            "run", "--until", "clean", *corpus, f"workdir={workdir}", f"+cluster.api_token={secret}"
         )
     leaks = [
         str(path)
@@ -84,7 +75,6 @@ def test_credentials_in_the_tracking_uri_reach_no_param_record_or_log(mlflow_ser
             "--until",
             "clean",
             *small_corpus(tmp_path),
-            *NO_MODEL_FILTERS,
             f"workdir={workdir}",
             f"cluster.tracking_uri={uri}",
             env={"RAY_TMPDIR": str(ray_tmp)},
