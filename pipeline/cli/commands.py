@@ -120,6 +120,9 @@ def ui(args: argparse.Namespace, config: dict) -> int:
     uri = resolve_tracking_uri(workdir.root, config["cluster"].get("tracking_uri"))
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri]
     command += ["--host", "127.0.0.1", "--port", str(args.port)]
+    # One person's browser on one workdir: one server process, not MLflow's four (each imports
+    # the whole server, seconds of CPU apiece, on the laptop that is training)
+    command += ["--workers", "1"]
     if uri.startswith("sqlite:"):
         command += ["--default-artifact-root", (workdir.root / "mlartifacts").as_uri()]
     print(f"MLflow UI on http://127.0.0.1:{args.port} (Ctrl-C to stop)")

@@ -3,7 +3,7 @@
 lmforge run [--until STAGE] [--verify] [--lease-wait S] [preset=tiny] [workdir=DIR] [key=value ...]
 lmforge rerun STAGE [--downstream] [--verify] [--lease-wait S] [key=value ...]
 lmforge status [--json] [--run ID | --sweep ID]
-lmforge sweep KEY=a,b [KEY2=x,y ...] [--random N] [--max-concurrent K] [--early-stop]
+lmforge sweep KEY=a,b [KEY2=x,y ...] [--random N] [--max-concurrent K] [--early-stop] [--until S]
 lmforge dag | ui | sample "PROMPT" | tokenize-text "TEXT"
 """
 

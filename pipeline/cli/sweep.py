@@ -1,7 +1,8 @@
 """`lmforge sweep`, and the sweep's side of `status --sweep`, `report --sweep` and `submit`.
 
 lmforge sweep [preset=...] KEY=a,b,c [KEY2=x,y ...] [--random N --seed S] [--max-concurrent K]
-              [--early-stop [--grace-period STEPS] [--reduction-factor F]] [workdir=DIR]
+              [--early-stop [--grace-period STEPS] [--reduction-factor F]] [--until STAGE]
+              [workdir=DIR]
 lmforge status --sweep ID|latest [--json]
 lmforge report --sweep ID|latest
 lmforge submit --address URL sweep KEY=a,b ...
@@ -24,6 +25,8 @@ def register(sub, with_overrides) -> None:
         sub.add_parser("sweep", help="run variants of the pipeline over swept keys (key=a,b)")
     )
     add_sweep_flags(sweep)
+    # `submit` has its own `--until`, which goes to the sweep it submits
+    sweep.add_argument("--until", metavar="STAGE", help="each variant stops after STAGE")
     sweep.add_argument("--lease-wait", type=float, metavar="SECONDS", help=LEASE_WAIT_HELP)
     sweep.set_defaults(handler=sweep_handler)
     submit = sub.choices.get("submit")
@@ -77,6 +80,7 @@ def sweep_handler(args: argparse.Namespace, config: dict) -> int:
         grace_period=args.grace_period,
         reduction_factor=args.reduction_factor,
         lease_wait_s=args.lease_wait,
+        until=args.until,
     )
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise LmforgeError(f"--max-concurrent {args.max_concurrent}: give 1 or more")

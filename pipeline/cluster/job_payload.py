@@ -60,6 +60,7 @@ def pipeline_entrypoint(args: argparse.Namespace, overrides: list[str] | None = 
     # Overrides right after the verb (and stage): argparse reads positionals in one run.
     if getattr(args, "sweep_job", False):
         command += ["sweep", *overrides, *sweep_flags(args)]
+        command += ["--until", args.until] if getattr(args, "until", None) else []
     elif args.rerun:
         command += ["rerun", args.rerun, *overrides]
         command += ["--downstream"] if args.downstream else []

@@ -22,6 +22,7 @@ QUICK = [
     "train.max_steps=6",
     "train.checkpoint_every=6",
     "train.sequence_unlikelihood_steps=2",
+    "train.num_workers=1",  # one training rank: the mixture is in the index, not the ranks
     "eval.perplexity.max_tokens=2048",
     "eval.perplexity.max_documents=4",
     "eval.perplexity.bootstrap_samples=50",

@@ -1,4 +1,6 @@
-"""`lmforge sweep` on the 40-document corpus and the small model, 20 steps per variant.
+"""`lmforge sweep` on the 40-document corpus and the small model, 20 steps per variant, each
+variant stopping after perplexity (`--until perplexity`: the sweeps compare validation figures;
+sampling, probing and the model card of a run are the tiny pipeline's tests).
 
 One workdir serves the module: a 2x2 sweep (two learning rates x two widths) whose driver is
 killed once a variant is done, then run again; then an early-stopping sweep over a learning rate
@@ -31,6 +33,8 @@ pytestmark = pytest.mark.integration
 
 GRID = ["train.lr=1e-3,3e-3", "model.d_model=32,64"]
 EARLY = ["model.d_model=32", "train.lr=1e-3,10", "--early-stop", "--max-concurrent", "1"]
+UNTIL = ["--until", "perplexity"]
+LATER_STAGES = {"sample", "harm", "report"}
 SHARED_STAGES = ("clean", "train_tokenizer", "tokenize", "sample_index")
 
 
@@ -39,7 +43,7 @@ def common(corpus: list[str], workdir: Path) -> list[str]:
     # one training worker a variant: two variants train side by side on two CPUs
     return [
         "preset=tiny", *SHORT_TINY, *corpus, "train.eval_every=4", "train.num_workers=1",
-        f"workdir={workdir}",
+        f"workdir={workdir}", *UNTIL,
     ]  # fmt: skip
 
 
@@ -112,6 +116,8 @@ def test_a_2x2_sweep_runs_shared_stages_once_and_nests_four_variants_in_mlflow(s
     sweep = _sweep_record(workdir)
     rows = _status(workdir, sweep["sweep_id"])
     assert len(rows) == 4 and all(r["state"] == "finished" for r in rows), rows
+    assert sweep["until"] == "perplexity"  # `--until`: every variant stopped after it
+    assert all("perplexity" in r["stages"] and not LATER_STAGES & set(r["stages"]) for r in rows)
     params = sorted((r["params"]["train.lr"], r["params"]["model.d_model"]) for r in rows)
     assert params == [("0.001", "32"), ("0.001", "64"), ("0.003", "32"), ("0.003", "64")]
     figures = [r["metrics"]["val_perplexity"] for r in rows]

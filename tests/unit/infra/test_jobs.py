@@ -165,3 +165,15 @@ def test_submit_sweep_becomes_lmforge_sweep_with_its_flags(monkeypatch):
     assert parsed.command == "sweep" and parsed.early_stop and parsed.max_concurrent == 2
     assert parsed.ray_address == "auto"
     assert "train.lr=1e-3,3e-3" in command
+
+
+def test_submit_sweep_until_stops_the_submitted_sweeps_variants(monkeypatch):
+    """`submit ... sweep ... --until STAGE`: the sweep on the cluster gets `--until STAGE`."""
+    import lmforge.pipeline.cli.main as cli
+
+    seen = {}
+    monkeypatch.setattr(cli, "_dispatch", lambda args: seen.setdefault("args", args) and 0)
+    argv = ["submit", "--address", "http://head:8265", "sweep", "workdir=/shared/runs"]
+    cli.main([*argv, "train.lr=1e-3,3e-3", "--until", "perplexity"])
+    parsed = _parser().parse_args(shlex.split(job_payload.pipeline_entrypoint(seen["args"]))[3:])
+    assert parsed.command == "sweep" and parsed.until == "perplexity"

@@ -184,3 +184,13 @@ def test_a_sweep_left_running_by_a_gone_driver_reads_as_killed_and_a_live_ones_a
     assert [v.state for v in live.variants] == ["finished", "running"]
     unnamed = SweepRecord.from_dict({"sweep_id": "old", "command": "sweep", "swept": []})
     assert unnamed.state == "running", "a record naming no driver is left as it says"
+
+
+def test_sweep_until_an_unknown_stage_is_one_line_before_anything_runs(tmp_path, capsys):
+    from lmforge.pipeline.cli.main import main
+
+    code = main(["sweep", "train.lr=1e-3,3e-3", "--until", "pretrian", f"workdir={tmp_path}"])
+    assert code != 0
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("lmforge: error:") and "'pretrian'" in error and "\n" not in error
+    assert not (tmp_path / "sweeps").exists()
