@@ -21,5 +21,6 @@ Read in this order:
 - `zero_state`: the full parameters and AdamW moments of an engine (the consolidated format);
 - `deepspeed_config`: conf/deepspeed/zeroN.json filled from the train config;
 - `reporting/`: `mfu`, `progress`: MFU, tokens/s, ETA and the MLflow metrics; `step_times`:
-  where step time goes; `fault`: fault injection; `collectives`: small objects exchanged between ranks.
+  where step time goes;
+- `fault`: fault injection; `collectives`: small objects exchanged between ranks.
 """

@@ -36,13 +36,13 @@ from lmforge.pipeline.training.data.sample_index import open_for_run
 from lmforge.pipeline.training.data.sampler import WindowSampler, load_batch, max_window_offset
 from lmforge.pipeline.training.early_stop.requests import verdict
 from lmforge.pipeline.training.early_stop.val_slice import ValidationSlice
-from lmforge.pipeline.training.reporting.mfu import model_flops_utilisation, peak_flops
 from lmforge.pipeline.training.payload import TrainingPayload
 from lmforge.pipeline.training.precision import NATIVE_CHOICES, uses_bf16
+from lmforge.pipeline.training.reporting.mfu import model_flops_utilisation, peak_flops
 from lmforge.pipeline.training.reporting.progress import MlflowMetrics, ThroughputMeter
 from lmforge.pipeline.training.reporting.progress_report import ProgressReporter, say
-from lmforge.pipeline.training.schedule import learning_rate
 from lmforge.pipeline.training.reporting.step_times import StepTimes
+from lmforge.pipeline.training.schedule import learning_rate
 from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.train_step import StepResult, TrainStep, build_engine
 

@@ -9,7 +9,11 @@ import torch
 
 from lmforge.model.config import ModelConfig
 from lmforge.model.flops import flops_per_token
-from lmforge.pipeline.training.reporting.mfu import measure_matmul_flops, model_flops_utilisation, table_peak
+from lmforge.pipeline.training.reporting.mfu import (
+    measure_matmul_flops,
+    model_flops_utilisation,
+    table_peak,
+)
 from lmforge.pipeline.training.reporting.progress import (
     ThroughputMeter,
     eta_seconds,
