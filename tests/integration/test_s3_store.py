@@ -4,9 +4,10 @@ changed training setting reruns pretrain and its descendants only (resuming from
 checkpoint on a node without a local cache, where the schedule lets a longer run continue a
 shorter one), and a missing bucket is one clear error.
 
-The runs call the CLI in this process (`main(argv)`) on the 40-document corpus: the store is the
-point, not the data nor a process boundary. The longer run starts a Ray runtime of its own, whose
-workers saw nothing of the first run's, as on a fresh node.
+The runs call the CLI in this process (`main(argv)`), on one Ray runtime, on the 40-document
+corpus: the store is the point, not the data nor a process boundary. The longer run's training
+ranks are new processes, as every run's are, that find no local copy of anything: as on a fresh
+node.
 
 The store is under a prefix of this session's own: the node-local staging of a bucket's
 checkpoints is keyed by their URI, which another session on this machine would share."""
@@ -58,10 +59,9 @@ def test_tiny_pipeline_with_its_store_in_a_bucket(s3_in_env, workdir):
         lmforge_here(*args)
         assert {s["state"] for s in status(workdir).values()} == {"cached"}
 
-    shutil.rmtree(workdir / "cache")  # as on a fresh node: only the bucket holds the run
-    shutil.rmtree(local_staging(checkpoints))
-    longer = [a.replace("max_steps=20", "max_steps=25") for a in args]
-    with in_process_ray():
+        shutil.rmtree(workdir / "cache")  # as on a fresh node: only the bucket holds the run
+        shutil.rmtree(local_staging(checkpoints))
+        longer = [a.replace("max_steps=20", "max_steps=25") for a in args]
         lmforge_here(*longer)
     entries = status(workdir)
     states = {name: s["state"] for name, s in entries.items()}
