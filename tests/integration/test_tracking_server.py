@@ -26,6 +26,14 @@ from lmforge.pipeline.engine.tracking import client
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture(autouse=True)
+def no_mlflow_jobs(monkeypatch):
+    """The `mlflow server`s of this module without MLflow's job execution (huey consumers that
+    poll all the time, for GenAI features lmforge does not use), as infra/mlflow/start_server.sh
+    runs a cluster's: set before `mlflow_server` starts one."""
+    monkeypatch.setenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
