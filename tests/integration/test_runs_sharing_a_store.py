@@ -6,10 +6,9 @@ killed holding `clean`'s lease: the next run takes the lease over once it expire
 the finished tasks.
 
 On the 40-document corpus and the small model, up to `tokenize`: the stages that run side by
-side in the two runs are the point, not what they compute. The runs started together, and the killed
-one and the one that takes its lease over, attach to one Ray runtime of the module's
-(`shared_ray`), as two users' runs on one cluster, instead of each starting and stopping a
-local one."""
+side in the two runs are the point, not what they compute. The two runs started together attach
+to one Ray runtime of the module's (`shared_ray`), as two users' runs on one cluster, instead of
+each starting and stopping a local one."""
 
 from __future__ import annotations
 
@@ -174,12 +173,10 @@ def test_two_workdirs_on_one_bucket(tmp_path, corpus, s3_env, caplog, shared_ray
 
 
 def test_a_killed_holders_lease_is_taken_over_once_expired_and_its_tasks_resumed(
-    tmp_path, corpus, caplog, shared_ray
+    tmp_path, corpus, caplog
 ):
     workdir = tmp_path / "runs"
-    # the corpus in about ten read units, a task each; both runs on the module's Ray runtime,
-    # which ends the killed driver's tasks as a local runtime's end would
-    units = ["data.read_split_mb=0.02", shared_ray]
+    units = ["data.read_split_mb=0.02"]  # the corpus in about ten read units, a task each
     killed = subprocess.Popen(
         [*LMFORGE, *pipeline(corpus, workdir, *units, until="clean")],
         stdout=subprocess.PIPE,
