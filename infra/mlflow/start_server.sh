@@ -48,6 +48,10 @@ admin_username = ${MLFLOW_AUTH_ADMIN_USERNAME:-admin}
 authorization_function = mlflow.server.auth:authenticate_request_basic_auth
 EOF
 export MLFLOW_AUTH_CONFIG_PATH="$AUTH_DIR/basic_auth.ini"
+# MLflow's job execution (huey consumers and periodic tasks for its GenAI features) serves
+# nothing lmforge tracks, and its consumers keep polling: tens of CPU-seconds in the first
+# minutes of an idle server. Off unless the caller's environment asks for it.
+export MLFLOW_SERVER_ENABLE_JOB_EXECUTION=${MLFLOW_SERVER_ENABLE_JOB_EXECUTION:-false}
 
 args=(--app-name basic-auth
   --host "$HOST" --port "$PORT" --workers "$WORKERS"

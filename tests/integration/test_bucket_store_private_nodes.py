@@ -8,6 +8,8 @@ code are on paths both nodes see; S3 credentials are in every node's environment
 - the two training workers, one per node, stream the token shards into their own node's cache;
 - perplexity downloads of the validation token shards only the block it reads;
 - a token shard corrupted in the bucket is detected, named, and its stage to rerun given.
+
+The runs call the CLI in this process (`main(argv)`), whose driver attaches to the cluster.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import time
 
 import pytest
 import ray
-from cli_runner import SHORT_TINY, lmforge, status
+from cli_runner import RAY_WORKER_LINE, SHORT_TINY, in_process_ray, lmforge_here, status
 from counting_s3 import served
 from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -115,7 +117,16 @@ def _file_key(artifact: str, manifest: dict, rel: str) -> str:
     return f"{artifact.removeprefix(f's3://{BUCKET}/')}/{manifest['data_prefix']}/{rel}"
 
 
-def test_nodes_sharing_only_the_bucket_run_the_pipeline(private_node_cluster, s3, tmp_path):
+@pytest.fixture
+def driver_here(private_node_cluster):
+    """The pipeline's driver in this process, detached from the cluster after the test."""
+    with in_process_ray():
+        yield
+
+
+def test_nodes_sharing_only_the_bucket_run_the_pipeline(
+    private_node_cluster, s3, tmp_path, driver_here
+):
     address, workdir = private_node_cluster
     env, client = s3
     (workdir / "only-on-the-head").write_text("")
@@ -138,7 +149,7 @@ def test_nodes_sharing_only_the_bucket_run_the_pipeline(private_node_cluster, s3
         "train.max_steps=10",
         f"{MAX_TOKENS}=1024",
     ]
-    lmforge("run", "--until", "perplexity", *args, env=env)
+    lmforge_here("run", "--until", "perplexity", *args)
     states = status(workdir)
     summaries = {name: _manifest(client, s["artifact"])["summary"] for name, s in states.items()}
     assert summaries["clean"]["read_nodes"] == 2
@@ -173,8 +184,9 @@ def test_nodes_sharing_only_the_bucket_run_the_pipeline(private_node_cluster, s3
     body[10] ^= 1
     client.put_object(Bucket=BUCKET, Key=corrupt, Body=bytes(body))
     fresh = f"cluster.cache.dir={workdir}/fresh-cache"  # as on a node that read nothing yet
-    proc = lmforge("rerun", "perplexity", *args, fresh, env=env, check=False)
+    proc = lmforge_here("rerun", "perplexity", *args, fresh, check=False)
     assert proc.returncode != 0
-    last = proc.stdout.strip().splitlines()[-1]
+    said = [line for line in proc.stdout.strip().splitlines() if not RAY_WORKER_LINE.match(line)]
+    last = said[-1]
     assert f"{tokenize}/{val_tokens[0]} does not match its sha256" in last, proc.stdout[-3000:]
     assert "lmforge rerun tokenize" in last

@@ -6,6 +6,9 @@ check of separate node addresses is skipped, with its reason in the summary (`py
 `lmforge submit` runs the pipeline there as a Ray Job: its stages land on more than one node and
 MLflow holds the whole lineage; `jobs`, `logs`, `stop` and `run --ray-address` work against it;
 a wrong or missing token is one clear line.
+
+`submit`, `jobs` and `logs` call the CLI in this process (`main(argv)`): they only speak to the
+Jobs API. Ray's state API is read through one process of its own for the module (`StateReader`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 import os
 import random
 import re
+import select
 import shutil
 import socket
 import subprocess
@@ -45,6 +49,7 @@ class Cluster:
     netns: bool  # each worker node in its own network namespace, with its own address
     why_not_netns: str
     state: Path  # the script's state: token, logs, the head's Ray session
+    reader: StateReader  # Ray's state API
 
     def ray_client_crashes(self) -> int:
         """How often Ray Client's proxy lost a server to gRPC's fork race (ray#63202)."""
@@ -85,6 +90,7 @@ def cluster(tmp_path_factory):
     state = Path(tempfile.mkdtemp(prefix="lmfc-", dir="/tmp"))  # short: Ray's socket paths
     names = ("GCS", "DASHBOARD", "CLIENT", "RUNTIME_ENV", "AGENT")
     ports = dict(zip(names, _free_ports(len(names)), strict=True))
+    reader = None
     env = {
         **os.environ,
         "LMFORGE_CLUSTER_DIR": str(state),
@@ -111,6 +117,7 @@ def cluster(tmp_path_factory):
             re.findall(r"^export (\w+)=(.*)$", (state / "cluster.env").read_text(), re.M)
         )
         client_env = {k: exported[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")}
+        reader = StateReader(exported["RAY_API_SERVER_ADDRESS"], client_env)
         yield Cluster(
             address=exported["RAY_API_SERVER_ADDRESS"],
             gcs=exported["RAY_ADDRESS"],
@@ -119,8 +126,11 @@ def cluster(tmp_path_factory):
             netns=netns,
             why_not_netns=why_not,
             state=state,
+            reader=reader,
         )
     finally:
+        if reader is not None:
+            reader.close()
         subprocess.run(["bash", str(SCRIPT), "down"], env=env, timeout=120, check=False)
         kept = tmp_path_factory.mktemp("cluster-logs")  # pytest keeps its last three runs
         for log in [*state.glob("logs/*.log"), *state.glob("tmp/head/session_*/logs/*.err")]:
@@ -128,25 +138,61 @@ def cluster(tmp_path_factory):
         shutil.rmtree(state, ignore_errors=True)
 
 
+STATE_READER = """
+import json, sys
+from ray.util import state
+for line in sys.stdin:
+    what, filters = json.loads(line)
+    try:
+        items = getattr(state, f"list_{what}")(
+            address=sys.argv[1], limit=10000, detail=True, filters=[tuple(f) for f in filters]
+        )
+        rows = [i.__dict__ if hasattr(i, "__dict__") else dict(i) for i in items]
+        print("ROWS " + json.dumps(rows, default=str), flush=True)
+    except Exception as exc:
+        print("ERROR " + repr(exc).replace("\\n", " "), flush=True)
+"""
+"""Answers a line `[what, filters]` with a line of Ray's state API's items (`ROWS [...]`): one
+process and one import of Ray for every read of the module."""
+
+
+class StateReader:
+    """Nodes, jobs or tasks from Ray's state API, read in a process of its own (not this one,
+    whose Ray runtime comes and goes) with the cluster's token."""
+
+    def __init__(self, address: str, env: dict[str, str]):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", STATE_READER, address],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, **env},
+        )
+
+    def read(self, what: str, filters: list | None = None) -> list[dict]:
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(json.dumps([what, filters or []]) + "\n")
+        self.proc.stdin.flush()
+        while True:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 120)
+            assert ready, "the state API did not answer within 120 s"
+            line = self.proc.stdout.readline()
+            assert line, f"the state reader exited {self.proc.poll()}"
+            if line.startswith(("ROWS ", "ERROR ")):
+                break
+        assert line.startswith("ROWS "), line
+        return json.loads(line.removeprefix("ROWS "))
+
+    def close(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
 def _state_api(cluster: Cluster, what: str, filters: list | None = None) -> list[dict]:
-    """Nodes, jobs or tasks from Ray's state API (those matching `filters`), read in a fresh
-    process with the cluster's token."""
-    code = (
-        "import json, sys; from ray.util import state;"
-        f"items = state.list_{what}(address=sys.argv[1], limit=10000, detail=True,"
-        f" filters={filters!r});"
-        "print(json.dumps([i.__dict__ if hasattr(i, '__dict__') else dict(i) for i in items],"
-        " default=str))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code, cluster.address],
-        env={**os.environ, **cluster.env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    """Nodes, jobs or tasks from Ray's state API (those matching `filters`)."""
+    return cluster.reader.read(what, filters)
 
 
 @dataclass
@@ -168,17 +214,11 @@ def _ray_job_id(cluster: Cluster, submission_id: str) -> str:
     return next(j["job_id"] for j in jobs if j["submission_id"] == submission_id)
 
 
-ALL = (
-    "clean",
-    "train_tokenizer",
-    "tokenize",
-    "sample_index",
-    "pretrain",
-    "perplexity",
-    "sample",
-    "harm",
-    "report",
-)
+UNTIL = "perplexity"
+ALL = ("clean", "train_tokenizer", "tokenize", "sample_index", "pretrain", "perplexity")
+"""What the submitted job runs (`--until perplexity`): the stages whose work spreads over the
+nodes (clean's shard tasks, pretrain's two ranks) and an eval stage downstream of the model,
+each with its lineage. The eval stages after it run as perplexity does (one stage task each)."""
 
 
 @pytest.fixture(scope="module")
@@ -192,17 +232,20 @@ def submitted(cluster, tmp_path_factory) -> Submitted:
     root = tmp_path_factory.mktemp("submitted")
     workdir = root / "runs"
     secret = "s3cret" + uuid.uuid4().hex[:8]
-    proc = lmforge(
-        "submit",
-        "--address",
-        cluster.address,
-        *SHORT_TINY,
-        *small_corpus(root),
-        f"workdir={workdir}",
-        f"+cluster.api_token={secret}",
-        env=cluster.env,
-        timeout=600,
-    )
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in cluster.env.items():
+            env.setenv(name, value)
+        proc = lmforge_here(
+            "submit",
+            "--address",
+            cluster.address,
+            "--until",
+            UNTIL,
+            *SHORT_TINY,
+            *small_corpus(root),
+            f"workdir={workdir}",
+            f"+cluster.api_token={secret}",
+        )
     return Submitted(workdir, _submitted_job_id(proc.stdout), proc.stdout, secret)
 
 
@@ -267,36 +310,38 @@ def test_each_node_has_its_own_network_address(cluster):
     assert len({n["node_ip"] for n in nodes}) == len(nodes) == 3
 
 
-def test_jobs_and_logs_show_a_submitted_pipeline(cluster, submitted):
+def test_jobs_and_logs_show_a_submitted_pipeline(cluster, submitted, monkeypatch):
     """The job's logs (followed to the end, and as they stand) and its line in the listing; the
     secret override is in none of them, nor in the job's entrypoint and metadata."""
     workdir, job, secret = submitted.workdir, submitted.job, submitted.secret
-    follow = lmforge("logs", job, "--follow", "--address", cluster.address, env=cluster.env)
+    for name, value in cluster.env.items():
+        monkeypatch.setenv(name, value)
+    follow = lmforge_here("logs", job, "--follow", "--address", cluster.address)
     assert re.search(r"^clean\s+ran\b", follow.stdout, re.M), follow.stdout
     assert f"job {job} SUCCEEDED" in follow.stdout
-    listing = lmforge("jobs", "--address", cluster.address, env=cluster.env).stdout
+    listing = lmforge_here("jobs", "--address", cluster.address).stdout
     row = next(line for line in listing.splitlines() if line.startswith(job))
     assert "SUCCEEDED" in row and str(workdir) in row and "lmforge run" in row
     info = next(j for j in _state_api(cluster, "jobs") if j["submission_id"] == job)
     shown = f"{info['entrypoint']} {json.dumps(info['metadata'])} {listing} {follow.stdout}"
     assert secret not in shown
-    logs = lmforge("logs", job, "--address", cluster.address, env=cluster.env).stdout
+    logs = lmforge_here("logs", job, "--address", cluster.address).stdout
     assert "pipeline run" in logs and "finished" in logs
     assert secret not in logs + submitted.output
 
 
-def test_stop_ends_the_job_and_marks_its_pipeline_killed(cluster, tmp_path):
+def test_stop_ends_the_job_and_marks_its_pipeline_killed(cluster, tmp_path, monkeypatch):
     workdir = tmp_path / "runs"
-    proc = lmforge(
-        "submit", "--no-wait", "--address", cluster.address, f"workdir={workdir}", env=cluster.env
-    )
+    for name, value in cluster.env.items():
+        monkeypatch.setenv(name, value)
+    proc = lmforge_here("submit", "--no-wait", "--address", cluster.address, f"workdir={workdir}")
     job = _submitted_job_id(proc.stdout)
     records = workdir / "pipeline_runs"
     deadline = time.time() + 180
     while not any('"state": "running"' in p.read_text() for p in records.glob("*.json")):
         assert time.time() < deadline, "no stage started within 180 s"
         time.sleep(1)
-    stop = lmforge("stop", job, "--address", cluster.address, env=cluster.env, timeout=180)
+    stop = lmforge_here("stop", job, "--address", cluster.address)
     assert f"job {job} STOPPED" in stop.stdout
     record = json.loads(next(records.glob("*.json")).read_text())
     assert record["state"] == "killed"

@@ -155,25 +155,22 @@ def server(postgres, tmp_path_factory):
 def test_pipeline_lineage_lands_in_postgres_through_the_authenticated_server(
     server, postgres, workdir, monkeypatch
 ):
-    env = {"MLFLOW_TRACKING_URI": server.url, **server.credentials()}
+    # The server and its credentials from the environment only (this process's: the CLI runs
+    # here, and the local Ray runtime it starts passes them on to its workers).
+    for name, value in {"MLFLOW_TRACKING_URI": server.url, **server.credentials()}.items():
+        monkeypatch.setenv(name, value)
     corpus = small_corpus(workdir.parent)
-    lmforge(
-        "run",
-        "--until",
-        "tokenize",
-        *corpus,
-        f"workdir={workdir}",
-        f"+cluster.api_token={SECRET}",
-        env=env,
-    )
+    with in_process_ray():
+        lmforge_here(
+            "run", "--until", "tokenize", *corpus, f"workdir={workdir}",
+            f"+cluster.api_token={SECRET}",
+        )  # fmt: skip
     states = status(workdir)
     assert {s: e["state"] for s, e in states.items()} == dict.fromkeys(
         ("clean", "train_tokenizer", "tokenize"), "ran"
     )
     assert not (workdir / "mlflow.db").exists()
 
-    for name, value in {"MLFLOW_TRACKING_URI": server.url, **server.credentials()}.items():
-        monkeypatch.setenv(name, value)
     mlflow = client(server.url)
     runs = {stage: mlflow.get_run(entry["mlflow_run_id"]) for stage, entry in states.items()}
     parent = mlflow.get_run(runs["clean"].data.tags["mlflow.parentRunId"])

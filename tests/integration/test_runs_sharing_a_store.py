@@ -6,7 +6,9 @@ killed holding `clean`'s lease: the next run takes the lease over once it expire
 the finished tasks.
 
 On the 40-document corpus and the small model, up to `tokenize`: the stages that run side by
-side in the two runs are the point, not what they compute."""
+side in the two runs are the point, not what they compute. The two runs started together attach
+to one Ray runtime of the module's (`shared_ray`), as two users' runs on one cluster, instead of
+each starting and stopping a local one."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import os
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,12 +27,12 @@ from cli_runner import (
     SMALL_MODEL,
     in_process_ray,
     kill_once,
-    lmforge,
     lmforge_here,
     settled_count,
     small_corpus,
     status,
 )
+from ray.cluster_utils import Cluster
 
 from lmforge.pipeline.cluster.ray_runtime import TOKEN_FILE
 from lmforge.pipeline.config_tree import compose
@@ -48,6 +51,24 @@ LEFTOVERS = (".replaced", ".tmp-*", "*.lease.json", "*.partial-*", ".lease-probe
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> list[str]:
     return small_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="module")
+def shared_ray(s3_module) -> Iterator[str]:
+    """A Ray runtime (2 CPUs) for the module's runs that start together: the override that
+    attaches a run to it. Its workers have the module's S3 server's credentials in their
+    environment, as a cluster's nodes have the bucket's."""
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in s3_module[0].items():
+            env.setenv(name, value)
+        head = Cluster(
+            initialize_head=True,
+            head_node_args={"num_cpus": 2, "include_dashboard": False},
+        )
+    try:
+        yield f"cluster.ray_address={head.address}"
+    finally:
+        head.shutdown()
 
 
 def pipeline(corpus: list[str], workdir: Path, *more: str, until: str = "tokenize") -> list[str]:
@@ -109,33 +130,35 @@ def assert_nothing_left(store: Path) -> None:
     assert not left, left
 
 
-def test_two_runs_in_one_workdir(tmp_path, corpus, caplog):
+def test_two_runs_in_one_workdir(tmp_path, corpus, caplog, shared_ray):
     workdir = tmp_path / "runs"
     # The MLflow store made beforehand: this test is about the stages' leases; two runs that
     # both create a workdir's sqlite store is a matter of tracking's own.
     from mlflow.tracking import MlflowClient
 
     MlflowClient(resolve_tracking_uri(workdir, None)).search_experiments()
-    args = pipeline(corpus, workdir)
+    args = pipeline(corpus, workdir, shared_ray)
     assert_each_stage_ran_once(together(args, args))
     assert_all_cached(caplog, workdir, *pipeline(corpus, workdir)[1:])
     assert_nothing_left(workdir / "store")
 
 
-def test_two_workdirs_on_one_store_path(tmp_path, corpus, caplog):
+def test_two_workdirs_on_one_store_path(tmp_path, corpus, caplog, shared_ray):
     store = tmp_path / "shared-store"
-    first, second = (pipeline(corpus, tmp_path / n, f"cluster.store_uri={store}") for n in "ab")
+    first, second = (
+        pipeline(corpus, tmp_path / n, f"cluster.store_uri={store}", shared_ray) for n in "ab"
+    )
     assert_each_stage_ran_once(together(first, second))
     assert_all_cached(caplog, tmp_path / "a", *first[1:])
     assert_nothing_left(store)
     assert not (tmp_path / "a" / "store").exists() and not (tmp_path / "b" / "store").exists()
 
 
-def test_two_workdirs_on_one_bucket(tmp_path, corpus, s3_env, caplog):
+def test_two_workdirs_on_one_bucket(tmp_path, corpus, s3_env, caplog, shared_ray):
     env, client = s3_env
     prefix = f"{uuid.uuid4().hex[:12]}/store"
     uri = f"cluster.store_uri=s3://lmforge/{prefix}"
-    first, second = (pipeline(corpus, tmp_path / n, uri) for n in "ab")
+    first, second = (pipeline(corpus, tmp_path / n, uri, shared_ray) for n in "ab")
     assert_each_stage_ran_once(together(first, second, env=env))
     assert_all_cached(caplog, tmp_path / "b", *second[1:])
     keys = [o["Key"] for o in client.list_objects_v2(Bucket="lmforge", Prefix=prefix)["Contents"]]
@@ -149,7 +172,9 @@ def test_two_workdirs_on_one_bucket(tmp_path, corpus, s3_env, caplog):
         assert not list((workdir / "cache" / "staging").glob("*/*")), "staging left behind"
 
 
-def test_a_killed_holders_lease_is_taken_over_once_expired_and_its_tasks_resumed(tmp_path, corpus):
+def test_a_killed_holders_lease_is_taken_over_once_expired_and_its_tasks_resumed(
+    tmp_path, corpus, caplog
+):
     workdir = tmp_path / "runs"
     units = ["data.read_split_mb=0.02"]  # the corpus in about ten read units, a task each
     killed = subprocess.Popen(
@@ -169,9 +194,12 @@ def test_a_killed_holders_lease_is_taken_over_once_expired_and_its_tasks_resumed
     lease.write_text(json.dumps(dict(record, host="another-node")))
 
     short = ["cluster.lease_renew_s=0.5", "cluster.lease_expiry_s=3"]
-    resumed = lmforge(*pipeline(corpus, workdir, *units, *short, until="clean"))
-    assert "waiting  for run" in resumed.stdout and "on host another-node" in resumed.stdout
-    assert "took over the lease" in resumed.stdout and "it was not renewed" in resumed.stdout
+    # The next run in this process: what it says of the lease is logged here, by its driver.
+    with in_process_ray(), caplog.at_level(logging.INFO, logger="lmforge"):
+        lmforge_here(*pipeline(corpus, workdir, *units, *short, until="clean"))
+    said = caplog.text
+    assert "waiting  for run" in said and "on host another-node" in said, said
+    assert "took over the lease" in said and "it was not renewed" in said, said
     clean = json.loads((Path(status(workdir)["clean"]["artifact"]) / "manifest.json").read_text())
     assert 1 <= clean["summary"]["units_resumed"] == finished < clean["summary"]["read_units"]
     assert_nothing_left(workdir / "store")

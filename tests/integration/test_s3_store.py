@@ -4,6 +4,11 @@ changed training setting reruns pretrain and its descendants only (resuming from
 checkpoint on a node without a local cache, where the schedule lets a longer run continue a
 shorter one), and a missing bucket is one clear error.
 
+The runs call the CLI in this process (`main(argv)`), on one Ray runtime, on the 40-document
+corpus: the store is the point, not the data nor a process boundary. The longer run's training
+ranks are new processes, as every run's are, that find no local copy of anything: as on a fresh
+node.
+
 The store is under a prefix of this session's own: the node-local staging of a bucket's
 checkpoints is keyed by their URI, which another session on this machine would share."""
 
@@ -14,47 +19,50 @@ import shutil
 import uuid
 
 import pytest
-from cli_runner import SHORT_TINY, lmforge, status
+from cli_runner import SHORT_TINY, in_process_ray, lmforge, lmforge_here, small_corpus, status
 
 from lmforge.pipeline.training.checkpoint.bucket import local_staging
 
 pytestmark = pytest.mark.integration
 
 
-def test_tiny_pipeline_with_its_store_in_a_bucket(s3, workdir):
-    env, client = s3
+def test_tiny_pipeline_with_its_store_in_a_bucket(s3_in_env, workdir):
+    client = s3_in_env
     store = f"{uuid.uuid4().hex[:12]}/store"
     # A constant rate after warmup (min_lr = the tiny preset's lr): raising max_steps then
     # continues the run's trajectory, so the longer run below resumes from its checkpoint. The
     # preset's sequence-level phase runs on a run's last steps, which a longer run moves, so it is
     # off here (with it on, max_steps is part of pretrain's key: no checkpoint to resume from).
     continuable = ["train.min_lr=3.0e-3", "train.sequence_unlikelihood=0"]
-    # The embedded corpus: on 40 documents, 30 steps need another pass over the data than 20
-    # do, which changes the sample index (and its key): sample_index would rerun too.
+    # The 40 documents make 462 training windows: the sample index's one pass covers the 20 x 16
+    # windows of the first run and the 25 x 16 of the longer one (30 steps would need another
+    # pass: sample_index would rerun too, larger, under the same key).
+    # One training rank: two resuming from the bucket are tests/fault/test_resume_matrix.py's.
     args = [
         "run", f"workdir={workdir}", f"cluster.store_uri=s3://lmforge/{store}", *SHORT_TINY,
-        *continuable,
+        *small_corpus(workdir.parent), *continuable, "train.num_workers=1",
     ]  # fmt: skip
-    lmforge(*args, env=env)
-    states = status(workdir)
-    assert {s["state"] for s in states.values()} == {"ran"}
-    keys = {o["Key"] for o in client.list_objects_v2(Bucket="lmforge")["Contents"]}
-    for name, entry in states.items():
-        assert entry["artifact"] == f"s3://lmforge/{store}/{name}/{entry['key']}"
-        assert f"{store}/{name}/{entry['key']}/manifest.json" in keys
-    assert not (workdir / "store").exists()
-    checkpoints = _summary(client, states["pretrain"])["checkpoint_dir"]
-    assert checkpoints.startswith(f"s3://lmforge/{store}/checkpoints/pretrain/")
-    prefix = checkpoints.removeprefix("s3://lmforge/")
-    assert f"{prefix}/step_000020/COMPLETE" in keys
-    assert not list(workdir.rglob("step_*")) and not (workdir / "ray_storage").exists()
-    lmforge(*args, env=env)
-    assert {s["state"] for s in status(workdir).values()} == {"cached"}
+    with in_process_ray():
+        lmforge_here(*args)
+        states = status(workdir)
+        assert {s["state"] for s in states.values()} == {"ran"}
+        keys = {o["Key"] for o in client.list_objects_v2(Bucket="lmforge")["Contents"]}
+        for name, entry in states.items():
+            assert entry["artifact"] == f"s3://lmforge/{store}/{name}/{entry['key']}"
+            assert f"{store}/{name}/{entry['key']}/manifest.json" in keys
+        assert not (workdir / "store").exists()
+        checkpoints = _summary(client, states["pretrain"])["checkpoint_dir"]
+        assert checkpoints.startswith(f"s3://lmforge/{store}/checkpoints/pretrain/")
+        prefix = checkpoints.removeprefix("s3://lmforge/")
+        assert f"{prefix}/step_000020/COMPLETE" in keys
+        assert not list(workdir.rglob("step_*")) and not (workdir / "ray_storage").exists()
+        lmforge_here(*args)
+        assert {s["state"] for s in status(workdir).values()} == {"cached"}
 
-    shutil.rmtree(workdir / "cache")  # as on a fresh node: only the bucket holds the run
-    shutil.rmtree(local_staging(checkpoints))
-    longer = [a.replace("max_steps=20", "max_steps=30") for a in args]
-    lmforge(*longer, env=env)
+        shutil.rmtree(workdir / "cache")  # as on a fresh node: only the bucket holds the run
+        shutil.rmtree(local_staging(checkpoints))
+        longer = [a.replace("max_steps=20", "max_steps=25") for a in args]
+        lmforge_here(*longer)
     entries = status(workdir)
     states = {name: s["state"] for name, s in entries.items()}
     ran = {name for name, state in states.items() if state == "ran"}
@@ -62,7 +70,7 @@ def test_tiny_pipeline_with_its_store_in_a_bucket(s3, workdir):
     assert {states[n] for n in states.keys() - ran} == {"cached"}, states
     pretrain = entries["pretrain"]
     assert _summary(client, pretrain)["resumed_from_step"] == 20
-    assert _summary(client, pretrain)["steps"] == 30
+    assert _summary(client, pretrain)["steps"] == 25
 
 
 def _summary(client, entry: dict) -> dict:

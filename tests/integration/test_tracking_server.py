@@ -3,9 +3,9 @@ clear error; two pipelines share it, and a run closes the runs of a dead driver 
 one; a stage whose process dies right after its commit ran, and no run says FAILED beside it.
 (Runs left RUNNING by a killed driver in a workdir's own store: test_tiny_pipeline.py.)
 
-The runs call the CLI in this process (`main(argv)`), on one Ray runtime for the module where
-they can; the other pipeline and the unreachable server are met by `lmforge` processes of their
-own, as a user meets them."""
+The runs call the CLI in this process (`main(argv)`), on one Ray runtime for the module (its
+workers started by the first, without MLFLOW_TRACKING_URI); the other pipeline and the
+unreachable server are met by `lmforge` processes of their own, as a user meets them."""
 
 from __future__ import annotations
 
@@ -26,26 +26,18 @@ from lmforge.pipeline.engine.tracking import client
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture(autouse=True)
+def no_mlflow_jobs(monkeypatch):
+    """The `mlflow server`s of this module without MLflow's job execution (huey consumers that
+    poll all the time, for GenAI features lmforge does not use), as infra/mlflow/start_server.sh
+    runs a cluster's: set before `mlflow_server` starts one."""
+    monkeypatch.setenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def test_stage_runs_are_tracked_in_a_real_mlflow_server(mlflow_server, workdir, monkeypatch):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
-    with in_process_ray():
-        lmforge_here(
-            "run", "--until", "train_tokenizer", *small_corpus(workdir.parent), f"workdir={workdir}"
-        )
-    states = status(workdir)
-    mlflow = client(mlflow_server)
-    for name in ("clean", "train_tokenizer"):
-        run = mlflow.get_run(states[name]["mlflow_run_id"])
-        assert run.info.status == "FINISHED"
-        assert run.data.tags["lmforge.stage"] == name
-        assert run.data.tags["mlflow.parentRunId"]
-    assert not (workdir / "mlflow.db").exists()
 
 
 def test_an_unreachable_tracking_server_is_one_clear_error(workdir):
@@ -154,3 +146,22 @@ def test_a_run_closes_the_runs_of_a_dead_driver_and_never_a_live_ones(
     assert RecordBook(theirs_dir / "pipeline_runs").load(theirs).state == "killed"
     assert not list((theirs_dir / "ray_storage").glob(f"{theirs}*"))
     assert status(theirs_dir)["clean"]["state"] in ("ran", "cached")
+
+
+def test_stage_runs_are_tracked_in_a_real_mlflow_server(
+    mlflow_server, workdir, monkeypatch, one_ray
+):
+    # on `one_ray`, whose workers started without MLFLOW_TRACKING_URI: the driver's server
+    # reaches the stages all the same
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
+    lmforge_here(
+        "run", "--until", "train_tokenizer", *small_corpus(workdir.parent), f"workdir={workdir}"
+    )
+    states = status(workdir)
+    mlflow = client(mlflow_server)
+    for name in ("clean", "train_tokenizer"):
+        run = mlflow.get_run(states[name]["mlflow_run_id"])
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["lmforge.stage"] == name
+        assert run.data.tags["mlflow.parentRunId"]
+    assert not (workdir / "mlflow.db").exists()
