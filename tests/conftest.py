@@ -207,6 +207,9 @@ def mlflow_server(tmp_path):
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        # as infra/mlflow/start_server.sh runs a cluster's: without MLflow's job execution, whose
+        # consumers poll all the time for features lmforge does not use
+        env={"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ},
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -126,7 +126,10 @@ def ui(args: argparse.Namespace, config: dict) -> int:
     if uri.startswith("sqlite:"):
         command += ["--default-artifact-root", (workdir.root / "mlartifacts").as_uri()]
     print(f"MLflow UI on http://127.0.0.1:{args.port} (Ctrl-C to stop)")
-    return subprocess.call(command, env=dict(os.environ))
+    # Nor MLflow's job execution (consumers that poll all the time, for GenAI features lmforge
+    # does not use), unless the user turns it on.
+    env = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ}
+    return subprocess.call(command, env=env)
 
 
 def _artifact(config: dict, run_id: str, stage: str) -> Path:
