@@ -28,6 +28,7 @@ LOCAL_DEFAULTS = {
     "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
     "LMFORGE_TRAIN_RESOURCE_REQUESTS": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",
 }
 """Settings of a local runtime, unless the caller's environment sets them. Ray's dashboard sends
 usage data to usage-stats.ray.io a minute after a runtime starts and hourly after, unless it is
@@ -35,7 +36,12 @@ disabled: a local runtime reaches nothing beyond this machine. Ray Train's preem
 watcher is one more actor process that asks the GCS every 5 s for nodes being drained: a local
 runtime has one node and ends with its run, so it only takes CPU from the training ranks as they
 start (about 2 s of CPU a run on two cores). Nor has it an autoscaler to ask for the ranks'
-resources (`training.trainer.RESOURCE_REQUESTS_ENV`)."""
+resources (`training.trainer.RESOURCE_REQUESTS_ENV`). Ray Train's controller polls its ranks every
+`RAY_TRAIN_HEALTH_CHECK_INTERVAL_S` (2 s by default) and learns only then that they finished:
+at 0.5 s a pretrain stage ends 1-2 s sooner (the tests' small model on a 2-core Zen 4, runs
+interleaved: resuming a finished 20-step run 21.7 s on average at 2 s and 19.7 s at 0.5 s, four
+each; training it from scratch 23.5 s and 22.5 s, two each), for a call to each rank's actor
+four times a second."""
 WITHOUT_DASHBOARD_DEFAULTS = {"LMFORGE_TRAIN_PG_CLEANER": "0"}
 """Added to `LOCAL_DEFAULTS` when a local runtime starts without its dashboard (the default,
 `cluster.local_dashboard`): Ray Train's placement-group cleaner, one more actor process, asks the
