@@ -203,7 +203,11 @@ def test_a_live_driver_beats_and_closes_a_silent_remote_driver_once_it_expires(t
     try:
         deadline = time.monotonic() + 60
         beats = 0
-        while book.load("silent").state == "running":
+        # The record and the MLflow runs are judged in turn, each on its own clock reading: a
+        # busy machine can see the record expire a sweep before the runs do.
+        while book.load("silent").state == "running" or any(
+            mlflow.get_run(run).info.status == "RUNNING" for run in silent
+        ):
             assert time.monotonic() < deadline, "the silent driver's run was never closed"
             beats += 1
             mlflow.set_tag(beating[0], HEARTBEAT_TAG, str(beats))  # the live remote driver
