@@ -85,7 +85,14 @@ class LocalFiles:
         if not base.is_dir():
             return {}
         paths = base.rglob("*") if recursive else base.iterdir()
-        return {p.relative_to(base).as_posix(): p.stat().st_size for p in paths if p.is_file()}
+        sizes = {}
+        for path in paths:
+            try:  # another process may remove a file once listed (a run releasing its storage)
+                if path.is_file():
+                    sizes[path.relative_to(base).as_posix()] = path.stat().st_size
+            except FileNotFoundError:
+                continue
+        return sizes
 
     def delete_file(self, rel: str) -> None:
         self.local_path(rel).unlink(missing_ok=True)

@@ -263,12 +263,19 @@ class _Sweep:
             withdraw_stop(stop_file)
             self._done(variant, planned, pipeline, "finished")
         except LmforgeError as exc:
-            withdraw_stop(stop_file)
-            with self.lock:
-                variant.state, variant.error = "failed", str(exc)[:500]
-                variant.finished_at = time.time()
-                self._save()
-            log.error("FAILED: %s", str(exc)[:300])
+            self._failed(variant, stop_file, str(exc))
+        except Exception as exc:  # noqa: BLE001 (a fault of ours: this variant fails, not the sweep)
+            log.exception("variant %s failed on an unexpected error", variant.variant)
+            self._failed(variant, stop_file, f"{type(exc).__name__}: {exc}")
+
+    def _failed(self, variant: VariantRecord, stop_file: str | None, error: str) -> None:
+        """Record `variant` failed; its slot goes on with the next variant."""
+        withdraw_stop(stop_file)
+        with self.lock:
+            variant.state, variant.error = "failed", error[:500]
+            variant.finished_at = time.time()
+            self._save()
+        log.error("FAILED: %s", error[:300])
 
     def _run_stopped(self, planned: PlannedVariant, variant: VariantRecord) -> None:
         overrides = self._stopped_overrides(planned, variant)

@@ -176,6 +176,30 @@ def test_ray_storage_of_dead_drivers_runs_goes_and_that_of_live_or_remote_ones_s
     assert [p.name for p in (tmp_path / "ray_storage").iterdir()] == ["remote.owner.json"]
 
 
+def test_a_run_releasing_its_storage_while_another_sweeps_it_breaks_neither(tmp_path, monkeypatch):
+    """Two variants of a sweep start in one driver: one lists the owner records while the other
+    releases its own; the listed record is gone by the time it is read (seen as a
+    FileNotFoundError that ended a sweep variant)."""
+    from pathlib import Path
+
+    from lmforge.pipeline.engine import run_storage
+
+    location = str(tmp_path / "ray_storage")
+    run_storage.claim(location, "ending", this_driver())
+    is_file = Path.is_file
+
+    def released_once_listed(path: Path) -> bool:
+        found = is_file(path)
+        if path.name == "ending.owner.json":
+            run_storage.release(location, "ending")  # the other variant's run ends here
+        return found
+
+    monkeypatch.setattr(Path, "is_file", released_once_listed)
+    assert run_storage.sweep_dead(location) == 0
+    monkeypatch.undo()
+    assert list((tmp_path / "ray_storage").iterdir()) == []
+
+
 def test_a_live_driver_beats_and_closes_a_silent_remote_driver_once_it_expires(tmp_path):
     import time
 

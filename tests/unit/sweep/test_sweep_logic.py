@@ -194,3 +194,33 @@ def test_sweep_until_an_unknown_stage_is_one_line_before_anything_runs(tmp_path,
     error = capsys.readouterr().err.strip()
     assert error.startswith("lmforge: error:") and "'pretrian'" in error and "\n" not in error
     assert not (tmp_path / "sweeps").exists()
+
+
+def test_a_variant_that_fails_on_an_unexpected_error_is_failed_and_its_slot_goes_on(
+    tmp_path, monkeypatch
+):
+    """A fault of ours inside one variant (not an LmforgeError) fails that variant alone: it is
+    recorded failed with the error's type, and the slot runs the next variant."""
+    from lmforge.pipeline.errors import LmforgeError
+    from lmforge.pipeline.sweep import driver
+
+    shared, swept = split_overrides(["preset=tiny", f"workdir={tmp_path}", "train.lr=1e-3,3e-3"])
+    options = driver.SweepOptions(command="sweep", max_concurrent=1)
+    sweep = driver._Sweep(shared, expand(swept), options)
+    ran = []
+
+    def pipeline(self, planned, overrides, variant):
+        ran.append(variant.variant)
+        if variant.variant == "v0":
+            raise FileNotFoundError("owner.json")  # a race of ours, as seen once
+        raise LmforgeError("stage pretrain failed")
+
+    monkeypatch.setattr(driver._Sweep, "_pipeline", pipeline)
+    sweep.record = sweep._open_record()
+    sweep._run_variants([p for p in sweep.planned])
+    states = {v.variant: (v.state, v.error) for v in sweep.record.variants}
+    assert ran == ["v0", "v1"]
+    assert states == {
+        "v0": ("failed", "FileNotFoundError: owner.json"),
+        "v1": ("failed", "stage pretrain failed"),
+    }
