@@ -5,7 +5,9 @@ training loop waits for it.
 
 A variant whose pretraining runs has its `val_loss` read from its pretrain stage's MLflow run as
 training logs it; one whose model is a cache hit counts too, with the figures of the run that
-trained it (read once), so a rerun's cached variants still set the rungs' bars. A variant ASHA
+trained it (read once), so a rerun's cached variants still set the rungs' bars; and so does,
+once its pretraining is done, a variant trained here: it may finish between two looks (a short
+run, or one variant at a time), leaving its last figures unread. A variant ASHA
 stops gets a stop request (`training.early_stop`) and its record says at which step.
 """
 
@@ -57,7 +59,9 @@ class AshaWatch:
                 state = variant.stage_states.get("pretrain", "")
                 key, run_id = variant.stages.get("pretrain", ""), None
             if state == "cached":
-                self._feed_cached(name, key)
+                self._feed_trained(name, key, "its cached model's")
+            elif state == "ran":  # trained here: the figures logged after the last look too
+                self._feed_trained(name, key, "its model's")
             elif state == "running" and run_id:
                 path = stop_request_file(self.store_location, key) or ""
                 step, answered = self._feed_running(name, run_id)
@@ -70,12 +74,13 @@ class AshaWatch:
                     request_stop(path, watch)
         return stopped
 
-    def _feed_cached(self, name: str, key: str) -> None:
+    def _feed_trained(self, name: str, key: str, whose: str) -> None:
+        """Every figure of a committed model, once (those ASHA had already count once)."""
         history = self._trained_history(key)
         for step, value in history:
             self.stopper.report(name, step, value)
         self.fed.add(name)
-        log.info("[%s] ASHA counts its cached model's %d val_loss figures", name, len(history))
+        log.info("[%s] ASHA counts %s %d val_loss figures", name, whose, len(history))
 
     def _trained_history(self, key: str) -> list[tuple[int, float]]:
         """The val_loss figures of a committed model: from its training summary (the whole

@@ -224,3 +224,42 @@ def test_a_variant_that_fails_on_an_unexpected_error_is_failed_and_its_slot_goes
         "v0": ("failed", "FileNotFoundError: owner.json"),
         "v1": ("failed", "stage pretrain failed"),
     }
+
+
+def test_asha_counts_every_figure_of_a_variant_trained_between_two_looks(tmp_path):
+    """One variant at a time: the first trains and commits between two looks of the watch (a
+    short run), so its figures are read from its committed model; the second, as bad at every
+    rung, is stopped at the first rung against them."""
+    import json
+
+    from lmforge.pipeline.engine.run_records import PipelineRecord, StageRecord
+    from lmforge.pipeline.engine.tracking import client
+    from lmforge.pipeline.sweep.asha_watch import AshaWatch
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    config = {"cluster": {}}
+    trained = tmp_path / "store" / "pretrain" / "p-good"
+    trained.mkdir(parents=True)
+    (trained / "manifest.json").write_text(json.dumps({"key": "p-good"}))
+    losses = [[step, 5.0 - step / 10] for step in (4, 8, 12, 16, 20)]
+    (trained / "training_summary.json").write_text(json.dumps({"val_losses": losses}))
+    mlflow = client(uri)
+    bad_run = mlflow.create_run(mlflow.create_experiment("asha")).info.run_id
+    for step in (4, 8):
+        mlflow.log_metric(bad_run, "val_loss", 9.0, step=step)
+
+    record = SweepRecord(
+        sweep_id="sweep-x",
+        command="sweep",
+        swept=["train.lr"],
+        variants=[VariantRecord("good", {"train.lr": "1e-3"}), VariantRecord("bad", {})],
+    )
+    live = {
+        "good": PipelineRecord("r1", "sweep", stages=[StageRecord("pretrain", "p-good", "ran")]),
+        "bad": PipelineRecord(
+            "r2", "sweep", stages=[StageRecord("pretrain", "p-bad", "running", None, bad_run)]
+        ),
+    }
+    watch = AshaWatch(EarlyStopper(asha_settings(20, eval_every=4)), uri, config, tmp_path)
+    assert watch.look(record, live) == ["bad"]
+    assert record.variant("bad").stop_requested_at == 8
