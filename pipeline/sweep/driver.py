@@ -274,6 +274,7 @@ class _Sweep:
         with self.lock:
             variant.state, variant.error = "failed", error[:500]
             variant.finished_at = time.time()
+            self.live.pop(variant.variant, None)
             self._save()
         log.error("FAILED: %s", error[:300])
 
