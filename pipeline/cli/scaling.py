@@ -151,4 +151,9 @@ def fit_handler(args: argparse.Namespace, config: dict) -> int:
     )
     print(out.summary)
     print(f"fit: {out.path}")
+    if args.sweep:  # a fit of a corpus and tokenizer the workdir's models may share
+        print(
+            "model cards written from now on place their model against it; an earlier card "
+            "shows it once rewritten: `lmforge rerun report` with that run's overrides"
+        )
     return 0

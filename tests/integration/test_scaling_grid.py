@@ -111,6 +111,7 @@ def test_the_fit_reads_the_sweep_and_nests_its_mlflow_run_under_the_sweeps(grid)
         variant = next(v for v in record["variants"] if v["variant"] == run["label"])
         assert run["loss"] == pytest.approx(variant["metrics"]["val_loss"])
     assert "L(N, D) =" in grid["fit"]
+    assert "`lmforge rerun report`" in grid["fit"]  # how an earlier model card shows the fit
 
     mlflow = client(resolve_tracking_uri(workdir, None))
     fit_run = mlflow.get_run(fit["mlflow_run_id"])
