@@ -1,5 +1,6 @@
 """The MLflow runs of a pipeline run: its experiment, its parent run and one nested run per
-stage, each with its lineage tags and its config as params."""
+stage, each with its lineage tags and its config as params (`PipelineTracking` holds them for
+the runner)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from lmforge.pipeline.engine.driver import HEARTBEAT_TAG, HeartbeatWatch, driver_tags
-from lmforge.pipeline.engine.driver_watch import kill_runs_of_dead_drivers
+from lmforge.pipeline.engine.driver_watch import DriverWatch, kill_runs_of_dead_drivers
 from lmforge.pipeline.engine.plan import StagePlan
-from lmforge.pipeline.engine.run_records import PipelineRecord
+from lmforge.pipeline.engine.run_records import PipelineRecord, RecordBook
 from lmforge.pipeline.engine.run_request import SweepLink
 from lmforge.pipeline.engine.tracking import (
     client,
+    close_producing_run,
     default_artifact_location,
     ensure_experiment,
     redact,
@@ -113,3 +115,85 @@ def quietly(fn, *args, **kwargs) -> None:
         fn(*args, **kwargs)
     except Exception as exc:
         log.warning("could not update MLflow: %s", exc)
+
+
+class PipelineTracking:
+    """A pipeline run's MLflow side: its experiment (the runs of dead drivers closed first), its
+    parent run naming the driver, a nested run per stage, and the watch that beats this driver's
+    heartbeat and closes the runs of drivers that die meanwhile."""
+
+    def __init__(
+        self,
+        tracking_uri: str,
+        workdir: Path,
+        experiment: str,
+        heartbeats: HeartbeatWatch,
+        heartbeat_s: float,
+    ) -> None:
+        self.uri, self.workdir, self.experiment = tracking_uri, workdir, experiment
+        self.heartbeats, self.heartbeat_s = heartbeats, heartbeat_s
+        self.mlflow: Any = None
+        self.experiment_id = ""
+        self.parent_id = ""
+        self.watch: DriverWatch | None = None
+
+    def open(
+        self, record: PipelineRecord, command: str, config: dict[str, Any], sweep: SweepLink | None
+    ) -> str:
+        """The experiment and the parent run; returns the parent run's id."""
+        self.mlflow, self.experiment_id = open_experiment(
+            self.uri, self.workdir, self.experiment, self.heartbeats
+        )
+        self.parent_id = create_parent_run(
+            self.mlflow, self.experiment_id, record, command, config, sweep
+        )
+        return self.parent_id
+
+    def watch_drivers(self, book: RecordBook, own_run: str) -> None:
+        """Beat this driver's heartbeat and close dead drivers' runs until `stop`."""
+        self.watch = DriverWatch(
+            self.uri,
+            self.experiment_id,
+            self.parent_id,
+            heartbeat_s=self.heartbeat_s,
+            watch=self.heartbeats,
+            book=book,
+            own_run=own_run,
+        ).start()
+
+    def stop(self) -> None:
+        if self.watch is not None:
+            self.watch.stop()
+
+    def stage_run(
+        self,
+        record: PipelineRecord,
+        name: str,
+        stage_plan: StagePlan,
+        *,
+        cached: bool,
+        source_run_id: str | None,
+    ) -> str:
+        return create_stage_run(
+            self.mlflow,
+            self.experiment_id,
+            self.parent_id,
+            record,
+            name,
+            stage_plan,
+            cached=cached,
+            source_run_id=source_run_id,
+        )
+
+    def close(self, run_id: str, status: str) -> None:
+        self.mlflow.set_terminated(run_id, status=status)
+
+    def close_if_running(self, run_id: str, status: str) -> None:
+        """Close a stage run its task may have closed already (then it keeps that status)."""
+        if self.mlflow.get_run(run_id).info.status == "RUNNING":
+            self.close(run_id, status)
+
+    def finish_producing(self, run_id: str) -> bool:
+        """Close as FINISHED the run that produced an artifact, if it was left open; whether
+        it was."""
+        return close_producing_run(self.mlflow, run_id)

@@ -12,14 +12,8 @@ from lmforge.pipeline.cluster.ray_runtime import ensure_ray, local_dashboard
 from lmforge.pipeline.engine import run_storage
 from lmforge.pipeline.engine.dag import Dag
 from lmforge.pipeline.engine.driver import HeartbeatWatch, this_driver
-from lmforge.pipeline.engine.driver_watch import DriverWatch
 from lmforge.pipeline.engine.execute import StageTask, failure_message, remote_stage
-from lmforge.pipeline.engine.pipeline_runs import (
-    create_parent_run,
-    create_stage_run,
-    open_experiment,
-    quietly,
-)
+from lmforge.pipeline.engine.pipeline_runs import PipelineTracking, quietly
 from lmforge.pipeline.engine.plan import Plan, committed_since
 from lmforge.pipeline.engine.run_records import PipelineRecord, RecordBook, StageRecord
 from lmforge.pipeline.engine.run_request import RunRequest, plan_for, run_local_checks
@@ -29,11 +23,8 @@ from lmforge.pipeline.engine.stage_leases import (
     holder_record,
     wait_limit,
 )
-from lmforge.pipeline.engine.tracking import (
-    check_reachable,
-    close_producing_run,
-    resolve_tracking_uri,
-)
+from lmforge.pipeline.engine.stage_outcomes import StageOutcomes
+from lmforge.pipeline.engine.tracking import check_reachable, resolve_tracking_uri
 from lmforge.pipeline.engine.workdir import Workdir
 from lmforge.pipeline.errors import LmforgeError, StageFailed
 from lmforge.pipeline.storage.artifact_store import open_store
@@ -72,11 +63,17 @@ class _Runner:
         # A driver's heartbeat keeps the leases' timing: renewed every `cluster.lease_renew_s`,
         # taken as dead after `cluster.lease_expiry_s` unchanged.
         self.timing = LeaseSettings.from_cluster(cluster)
-        self.heartbeats = HeartbeatWatch(self.timing.expire_s)
-        self.driver_watch: DriverWatch | None = None
+        self.tracking = PipelineTracking(
+            self.tracking_uri,
+            workdir.root,
+            cluster.get("experiment", "lmforge"),
+            HeartbeatWatch(self.timing.expire_s),
+            self.timing.renew_s,
+        )
         self.ray_storage: str | None = None
         self._absent_when_waiting: dict[str, bool] = {}
         self._started: dict[str, float] = {}  # when each launched stage started
+        self.outcomes = StageOutcomes(self.record, self.book, self.tracking, plan, self.store)
         self.leases = StageLeases(
             str(cluster.get("store_uri") or workdir.store),
             self.record.run_id,
@@ -88,8 +85,7 @@ class _Runner:
         try:
             return self._run()
         finally:
-            if self.driver_watch is not None:
-                self.driver_watch.stop()
+            self.tracking.stop()
             if self.ray_storage is not None:  # interrupted, tasks may still write: see release
                 interrupted = self.record.state not in ("finished", "failed")
                 quietly(
@@ -132,7 +128,7 @@ class _Runner:
         self.record.state = "failed" if failed else "finished"
         self.record.finished_at = time.time()
         self.book.save(self.record)
-        self.mlflow.set_terminated(self.parent_id, status="FAILED" if failed else "FINISHED")
+        self.tracking.close(self.tracking.parent_id, "FAILED" if failed else "FINISHED")
         if failed:
             first = failed[0]
             raise StageFailed(f"stage {first.stage!r} failed: {first.error}")
@@ -142,31 +138,14 @@ class _Runner:
         """The MLflow side of a run's start: the experiment (the runs of dead drivers closed),
         the parent run naming this driver with the config as its params, the run's record, and
         the driver's heartbeat."""
-        name = self.cluster.get("experiment", "lmforge")
-        self.mlflow, self.experiment_id = open_experiment(
-            self.tracking_uri, self.workdir.root, name, self.heartbeats
+        request = self.request
+        self.record.mlflow_run_id = self.tracking.open(
+            self.record, request.command, request.config, request.sweep
         )
-        self.parent_id = create_parent_run(
-            self.mlflow,
-            self.experiment_id,
-            self.record,
-            self.request.command,
-            self.request.config,
-            self.request.sweep,
-        )
-        self.record.mlflow_run_id = self.parent_id
         self.book.start(self.record)  # the first record: a run that never got here has none
-        if self.request.on_start is not None:
-            self.request.on_start(self.record)
-        self.driver_watch = DriverWatch(
-            self.tracking_uri,
-            self.experiment_id,
-            self.parent_id,
-            heartbeat_s=self.timing.renew_s,
-            watch=self.heartbeats,
-            book=self.book,
-            own_run=self.record.run_id,
-        ).start()
+        if request.on_start is not None:
+            request.on_start(self.record)
+        self.tracking.watch_drivers(self.book, self.record.run_id)
 
     def _ray_needed_now(self) -> bool:
         """Whether a stage is to run that no other live run holds: then Ray starts beside
@@ -199,18 +178,6 @@ class _Runner:
         elif isinstance(exc, Exception):
             raise failure from None
 
-    def _child_run(self, name: str, cached: bool, source_run_id: str | None) -> str:
-        return create_stage_run(
-            self.mlflow,
-            self.experiment_id,
-            self.parent_id,
-            self.record,
-            name,
-            self.plan.stages[name],
-            cached=cached,
-            source_run_id=source_run_id,
-        )
-
     def _walk(self) -> None:
         """Launch each stage once its inputs are there, under its lease; a stage whose lease
         another run holds waits for it without holding up the others."""
@@ -224,10 +191,10 @@ class _Runner:
                     continue
                 if state == "skip":
                     pending.remove(name)
-                    self._set(name, state="skipped", error="an upstream stage failed")
+                    self.outcomes.set(name, state="skipped", error="an upstream stage failed")
                 elif self.plan.stages[name].action == "cached":
                     pending.remove(name)
-                    self._reuse(name)
+                    self.outcomes.reuse(name)
                 elif self._claim(name):
                     pending.remove(name)
                     if self.record.stage(name).state == "pending":
@@ -253,21 +220,21 @@ class _Runner:
         try:
             claim = self.leases.claim(name, key)
         except LeaseWaitExceeded as exc:
-            self._set(name, state="failed", error=str(exc), holder=None)
+            self.outcomes.set(name, state="failed", error=str(exc), holder=None)
             log.error("%-16s FAILED   %s", name, exc)
             return True
         if isinstance(claim, Held):
             if self._appeared(name):  # committed by the holder, which has not let go yet
-                self._reuse(name)
+                self.outcomes.reuse(name)
                 return True
             holder = holder_record(claim.holder)
             if self.record.stage(name).holder != holder:
-                self._set(name, holder=holder)
+                self.outcomes.set(name, holder=holder)
             return False
         if committed_since(self.plan, self.dag.stages[name], self.store):
             self.leases.release(name)
             self.plan.stages[name].action = "cached"
-            self._reuse(name)
+            self.outcomes.reuse(name)
         return True
 
     def _appeared(self, name: str) -> bool:
@@ -292,27 +259,10 @@ class _Runner:
             return "ready"
         return "wait"
 
-    def _reuse(self, name: str) -> None:
-        key = self.plan.stages[name].key
-        manifest = self.store.manifest(name, key) or {}
-        source = manifest.get("mlflow_run_id")
-        if source and close_producing_run(self.mlflow, source):
-            log.info("%-16s its producing MLflow run %s is now FINISHED", name, source)
-        run_id = self._child_run(name, cached=True, source_run_id=source)
-        self.mlflow.set_terminated(run_id, status="FINISHED")
-        self._set(
-            name,
-            state="cached",
-            artifact=str(self.store.path(name, key)),
-            mlflow_run_id=run_id,
-            holder=None,
-        )
-        log.info("%-16s cached   %s", name, key)
-
     def _launch(self, name: str):
         spec = self.dag.stages[name]
         stage_plan = self.plan.stages[name]
-        run_id = self._child_run(name, cached=False, source_run_id=None)
+        run_id = self.outcomes.stage_run(name, cached=False, source_run_id=None)
         task = StageTask(
             stage=name,
             key=stage_plan.key,
@@ -330,7 +280,9 @@ class _Runner:
             leases=self.timing,
             lease_wait_s=self.leases.wait_s,
         )
-        self._set(name, state="running", mlflow_run_id=run_id, holder=self.leases.holder(name))
+        self.outcomes.set(
+            name, state="running", mlflow_run_id=run_id, holder=self.leases.holder(name)
+        )
         self._started[name] = time.time()
         log.info("%-16s running  %s", name, stage_plan.key)
         self._start_ray()  # not yet when every stage to run was another run's at the start
@@ -352,73 +304,11 @@ class _Runner:
             result = ray.get(ref)
         except Exception as exc:  # RayTaskError wraps the stage's exception; keep its cause
             self.leases.release(name)
-            message = failure_message(exc)
-            run_id = self.record.stage(name).mlflow_run_id
-            if self._committed_before_failing(name, run_id, message, duration):
-                return
-            if run_id and self.mlflow.get_run(run_id).info.status == "RUNNING":
-                self.mlflow.set_terminated(run_id, status="FAILED")
-            self._set(
-                name,
-                state="failed",
-                error=message[:500],
-                duration_s=round(duration, 2),
-                holder=None,
-            )
-            log.error("%-16s FAILED   %s", name, message[:300])
+            self.outcomes.failed(name, failure_message(exc), duration)
             return
         self.leases.release(name)
-        self._ran(name, result["artifact"], duration, result.get("warning"))
-
-    def _committed_before_failing(
-        self, name: str, run_id: str | None, message: str, duration: float
-    ) -> bool:
-        """A stage whose task failed after committing its artifact (its process died between
-        the commit and closing its MLflow run) has succeeded: the artifact is this run's when its
-        manifest names this stage run. Then the stage ran, its run is closed FINISHED (tagged
-        `lmforge.closed_after_commit`) and the stages below it run; returns whether it was so."""
-        key = self.plan.stages[name].key
-        try:
-            manifest = self.store.manifest(name, key)
-        except Exception:  # unreadable: not a commit to build on
-            manifest = None
-        if not run_id or not manifest or manifest.get("mlflow_run_id") != run_id:
-            return False
-        warning = f"its process failed after committing the artifact ({message[:300]})"
-        self._ran(name, str(self.store.path(name, key)), duration, warning)
-        return True
-
-    def _ran(self, name: str, artifact: str, duration: float, warning: str | None) -> None:
-        """The stage ran: recorded with its artifact; with a warning, its MLflow run (which
-        its task may have left open) is closed FINISHED."""
-        self._set(
-            name,
-            state="ran",
-            artifact=artifact,
-            duration_s=round(duration, 2),
-            warning=warning,
-            holder=None,
-        )
-        log.info("%-16s ran      %.1fs", name, duration)
-        if warning:
-            log.warning("lmforge: warning: %s: %s", name, warning)
-            quietly(close_producing_run, self.mlflow, self.record.stage(name).mlflow_run_id)
-
-    def _set(self, name: str, **fields: Any) -> None:
-        record = self.record.stage(name)
-        for key, value in fields.items():
-            setattr(record, key, value)
-        self.book.save(self.record)
+        self.outcomes.ran(name, result["artifact"], duration, result.get("warning"))
 
     def _mark_killed(self) -> None:
         """On Ctrl-C or any driver crash, every open run becomes KILLED, never FINISHED."""
-        for stage in self.record.stages:
-            stage.holder = None
-            if stage.state in ("running", "pending"):
-                stage.state = "killed"
-                if stage.mlflow_run_id:
-                    quietly(self.mlflow.set_terminated, stage.mlflow_run_id, status="KILLED")
-        self.record.state = "killed"
-        self.record.finished_at = time.time()
-        self.book.save(self.record)
-        quietly(self.mlflow.set_terminated, self.parent_id, status="KILLED")
+        self.outcomes.mark_killed()
