@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 from lmforge.pipeline.estimate.cost_model import KNOWN, Cluster, ProcessCost, StageCost, config_part
-from lmforge.pipeline.stages.clean.stage import DEDUP_PARTITION_DOCS
+from lmforge.pipeline.stages.clean.dedup_steps import DEDUP_PARTITION_DOCS
 
 KEEP_FRACTION = 0.6
 """Assumed share of documents and bytes that survive the filters and dedup, when the command

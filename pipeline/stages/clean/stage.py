@@ -15,7 +15,6 @@ import logging
 import time
 from collections import Counter
 from dataclasses import asdict
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lmforge.pipeline.cluster.process_stats import bytes_read, reset_peak_rss, task_peak_rss_bytes
@@ -29,6 +28,14 @@ from lmforge.pipeline.sources.read_plan import (
     plan_reads,
     ranges_to_count,
 )
+from lmforge.pipeline.stages.clean.dedup_steps import deduplicate
+from lmforge.pipeline.stages.clean.summary import (
+    chain_counts,
+    clean_summary,
+    kept_and_dropped,
+    mb_since,
+    tracked_metrics,
+)
 from lmforge.pipeline.stages.clean.unfinished_tasks import gather, recorded_result, run_unfinished
 from lmforge.pipeline.stages.clean.work_dir import open_work_dir, plan_record
 from lmforge.pipeline.typed_config import from_mapping
@@ -38,11 +45,6 @@ if TYPE_CHECKING:
     from lmforge.pipeline.storage.artifact_output import ArtifactOutput
 
 log = logging.getLogger(__name__)
-
-DEDUP_PARTITION_DOCS = 1_000_000
-"""Documents per key range of a dedup task (a range of one band holds 16 bytes a document): a
-corpus of at least this many documents gives every exact and near task about this many, so
-their memory stays the same however big the corpus is."""
 
 
 def parse(sections: dict) -> DataConfig:
@@ -153,93 +155,6 @@ def _cluster_cpus() -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
-def resolve_and_mark(
-    marker: Path, dirs: CleanDirs, exact_files: list[str], edge_files: list[str]
-) -> dict:
-    """`resolve`, committing its marker as every task of the stage does."""
-    from lmforge.pipeline.dedup.resolve import resolve
-
-    result = resolve(dirs.index, exact_files, edge_files, dirs.removals, shared=dirs)
-    dirs.mark_done(marker, result)
-    return result
-
-
-def deduplicate(
-    cfg: DataConfig,
-    dirs: CleanDirs,
-    results: list,
-    seconds: dict[str, float],
-    resumed: dict[str, int],
-) -> dict[str, list[dict]]:
-    """Exact, then near duplicates, as tasks over key ranges of the units' indexes on disk;
-    leaves one remove list per unit that loses documents (`pipeline/dedup/`); returns the peak
-    memory of each step's tasks (those this run ran: `task_rss_stats` of each) and adds each
-    step's wall seconds to `seconds` and its tasks an interrupted run finished to `resumed`."""
-    import ray
-
-    from lmforge.pipeline.dedup.exact import exact_partition
-    from lmforge.pipeline.dedup.index import key_ranges
-    from lmforge.pipeline.dedup.near import band_partition
-
-    units = [r.index for r in results]
-    total = sum(r.kept for r in results)
-    peaks: dict[str, list[dict]] = {"exact": [], "near": [], "resolve": []}
-    if not total or not (cfg.dedup.exact.enabled or cfg.dedup.near.enabled):
-        return peaks
-    ranges = key_ranges(max(1, -(-total // DEDUP_PARTITION_DOCS)))
-    work = Path(dirs.removals)
-
-    def written(out: str) -> str | None:
-        """An exact or near task's marker is its output file (whole or absent): it records
-        nothing else, so only this run's tasks report their memory."""
-        return out if dirs.exists(out) else None
-
-    exact_files: list[str] = []
-    started = time.perf_counter()
-    if cfg.dedup.exact.enabled:
-        exact = {str(work / f"exact-{p:05d}.npy"): lo_hi for p, lo_hi in enumerate(ranges)}
-        exact_files = list(exact)
-        exact_task = ray.remote(exact_partition).options(num_cpus=1)
-        step = run_unfinished(
-            "exact",
-            exact_files,
-            written,
-            lambda out: exact_task.remote(dirs.index, units, *exact[out], out, shared=dirs),
-        )
-        peaks["exact"], resumed["exact"] = step.ran, step.resumed
-    seconds["exact"], started = time.perf_counter() - started, time.perf_counter()
-    edge_files: list[str] = []
-    if cfg.dedup.near.enabled:
-        near = {
-            str(work / f"edges-b{band:03d}-{p:05d}.npy"): (band, lo, hi)
-            for band in range(cfg.dedup.near.bands)
-            for p, (lo, hi) in enumerate(ranges)
-        }
-        edge_files = list(near)
-        band_task = ray.remote(band_partition).options(num_cpus=1)
-        threshold = cfg.dedup.near.threshold
-        step = run_unfinished(
-            "near",
-            edge_files,
-            written,
-            lambda out: band_task.remote(
-                dirs.index, units, *near[out], exact_files, threshold, out, shared=dirs
-            ),
-        )
-        peaks["near"], resumed["near"] = step.ran, step.resumed
-    seconds["near"], started = time.perf_counter() - started, time.perf_counter()
-    resolve_task = ray.remote(resolve_and_mark).options(num_cpus=1)
-    step = run_unfinished(
-        "resolve",
-        [dirs.resolve_marker()],
-        dirs.done_result,
-        lambda marker: resolve_task.remote(marker, dirs, exact_files, edge_files),
-    )
-    peaks["resolve"], resumed["resolve"] = step.results, step.resumed
-    seconds["resolve"] = time.perf_counter() - started
-    return peaks
-
-
 @stage(
     name="clean",
     config=("data",),
@@ -254,8 +169,6 @@ def deduplicate(
 def clean(ctx: StageContext) -> dict:
     import ray
 
-    from lmforge.pipeline.filters.base import FilterCounts
-    from lmforge.pipeline.filters.chain import dropped_by_reason, merge_chain_counts
     from lmforge.pipeline.sources.datasheet import write_datasheet
     from lmforge.pipeline.stages.clean.paragraph_step import (
         count_repeated_units,
@@ -315,97 +228,33 @@ def clean(ctx: StageContext) -> dict:
         + [c["file"] for c in copied]
     )
     dirs.remove()
-    steps = merge_chain_counts(
-        [{k: FilterCounts.from_dict(v) for k, v in r.counts.items()} for r in results]
-    )
-    reasons = dropped_by_reason(steps)
-    for part in written.values():
-        for kind, n in part["removed"].items():
-            if n:
-                reasons[kind] = reasons.get(kind, 0) + n
-    rows = {s: sum(x["rows"] for x in shards if x["split"] == s) for s in ("train", "val")}
-    docs_out = rows["train"] + rows["val"]
-    if counts["docs_in"] != docs_out + sum(reasons.values()):
-        raise RuntimeError(
-            f"document conservation broken: {counts['docs_in']} in, "
-            f"{docs_out} kept, {reasons} dropped"
-        )
-    if docs_out == 0 or rows["val"] == 0 or rows["train"] == 0:
-        raise ValueError(
-            f"the corpus is empty or a split is empty after cleaning ({counts['docs_in']} read, "
-            f"train={rows['train']}, val={rows['val']}, dropped {reasons}); check data.paths, the "
-            "filter thresholds (data.filters.*) and data.val_fraction"
-        )
+    steps = chain_counts(results)
+    reasons, rows = kept_and_dropped(counts, steps, written, shards)
     canary_docs = 0
     if cfg.canaries.enabled:
         from lmforge.pipeline.stages.clean.canaries import plant_canaries
 
         canary_docs = plant_canaries(cfg, ctx.out_dir)
         shards.append({"file": "train-canaries.parquet", "split": "train", "rows": canary_docs})
-    # The largest dedup process's peak memory.
-    dedup_steps = ("exact", "near", "resolve", "paragraph")
-    dedup_peak = max(
-        [t["peak_rss_bytes"] for step in dedup_steps for t in peaks[step]],
-        default=0,
+    summary = clean_summary(
+        counts=counts,
+        results=results,
+        steps=steps,
+        rows=rows,
+        reasons=reasons,
+        peaks=peaks,
+        seconds=seconds,
+        planned_read_bytes=sum(piece.size for unit in units for piece in unit.pieces),
+        dedup_resumed=dedup_resumed,
+        coordinator_read_mb=mb_since(read_at_start, bytes_read()),
+        coordinator_peak_rss_bytes=task_peak_rss_bytes(),
+        paragraph_dedup=paragraph_summary(results, peaks["paragraph"], split),
+        canary_docs=canary_docs,
+        shards=shards,
     )
-    summary = {
-        "docs_in": counts["docs_in"],
-        "docs_out": docs_out,
-        "train_docs": rows["train"],
-        "val_docs": rows["val"],
-        "files_skipped": counts["files_skipped"],
-        "docs_before_file_errors": counts["docs_before_file_errors"],
-        "canary_docs": canary_docs,
-        "read_units": counts["read_units"],
-        # What the plan sized the read units by (compressed files at an estimated ratio).
-        "planned_read_bytes": sum(piece.size for unit in units for piece in unit.pieces),
-        "units_resumed": counts["units_resumed"],
-        # Dedup tasks an interrupted run had finished, by step (their outputs were reused).
-        "dedup_tasks_resumed": dedup_resumed,
-        "read_nodes": len({r.node_id for r in results}),
-        "coordinator_read_mb": _mb_since(read_at_start, bytes_read()),
-        "dropped_by_reason": reasons,
-        # Lines or paragraphs repeated across documents, taken out (data.dedup.paragraph).
-        "paragraph_dedup": paragraph_summary(results, peaks["paragraph"], split),
-        "coordinator_peak_rss_mb": round(task_peak_rss_bytes() / 2**20, 1),
-        "task_peak_rss_mb": _largest_mb(peaks, lambda t: t["peak_rss_bytes"]),
-        # The same less what the task's (reused) worker held when it started.
-        "task_rss_rise_mb": _largest_mb(
-            peaks, lambda t: t["peak_rss_bytes"] - t.get("start_rss_bytes", 0)
-        ),
-        "dedup_peak_rss_mb": round(dedup_peak / 2**20, 1),
-        # The same over the documents deduplicated: no process holds state for every document,
-        # so this falls as the corpus grows.
-        "dedup_index_bytes_per_doc": round(dedup_peak / max(1, sum(r.kept for r in results))),
-        # Wall seconds of each step in this run (a step an interrupted run finished: ~0).
-        "step_seconds": {step: round(t, 2) for step, t in seconds.items()},
-        "filters": {name: c.to_dict() for name, c in steps.items()},
-        "shards": shards,
-    }
     write_datasheet(ctx.out_dir / "datasheet.md", cfg, summary)
-    for split in ("train", "val"):
-        ctx.tracker.log_dataset(ctx.final_dir, f"clean-{split}", ctx.key, context=split)
+    for split_name in ("train", "val"):
+        ctx.tracker.log_dataset(ctx.final_dir, f"clean-{split_name}", ctx.key, context=split_name)
     ctx.tracker.log_artifact(ctx.out_dir / "datasheet.md")
-    ctx.tracker.log_metrics(
-        {
-            "docs_in": counts["docs_in"],
-            "docs_out": docs_out,
-            **{f"dropped_{k}": v for k, v in reasons.items()},
-            **{f"step_seconds_{k}": v for k, v in seconds.items()},
-            **{
-                f"paragraph_dedup_{k}": v
-                for k, v in summary["paragraph_dedup"].items()
-                if k != "cpu_seconds"
-            },
-        }
-    )
+    ctx.tracker.log_metrics(tracked_metrics(summary, seconds))
     return summary
-
-
-def _largest_mb(tasks: dict[str, list[dict]], of) -> dict[str, float]:
-    """{step: the largest `of(task)` over the step's tasks, in MB}."""
-    return {k: round(max(map(of, v), default=0) / 2**20, 1) for k, v in tasks.items()}
-
-
-def _mb_since(start: int | None, end: int | None) -> float | None:
-    return None if start is None or end is None else round((end - start) / 2**20, 3)
