@@ -8,11 +8,11 @@ the fit's N* and its measured loss is set against the fit's prediction.
    most of it, so the bench runs clean with `CODE_FILTERS`: the language, Gopher quality and C4
    filters off (code is not a natural language, its symbol and alphabetic-word ratios and its
    lines without terminal punctuation are what code looks like), Gopher repetition relaxed
-   (closing brackets and `return` lines repeat, and so do the n-grams of identifiers and calls:
-   `self.assertEqual(`: of 42 MB, the web thresholds kept 24% of the characters, these 56%,
-   whitespace normalisation's share included), length,
-   normalisation, the blocklist and dedup as they are. `lmforge run --until tokenize` cleans
-   and tokenizes it once; every later run takes those stages from the cache.
+   (closing brackets and `return` lines repeat, and so do the n-grams of identifiers and calls,
+   `self.assertEqual(`: of 42 MB, the web thresholds kept 24% of the characters and these 56%,
+   what normalisation removes included); length, normalisation, the blocklist and dedup as
+   they are. `lmforge run --until tokenize` cleans and tokenizes it once; every later run takes
+   those stages from the cache.
 2. A short throughput probe: the `pretrain` calibration case's lmforge training steps
    (`pipeline/estimate/calibration/training_steps.py`) on the tiny preset's model and layout,
    tokens/s x its FLOPs per token (`training_flops_per_token`) = this machine's training FLOP/s.
