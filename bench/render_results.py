@@ -177,6 +177,8 @@ def _value(result: dict, dotted: str):
 def _format(value) -> str:
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, float) and abs(value) >= 1e7:  # FLOPs, parameters
+        return f"{value:.3g}"
     if isinstance(value, float) and abs(value) >= 1000:
         return f"{value:,.0f}"
     if isinstance(value, int) and abs(value) >= 10000:
