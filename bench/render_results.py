@@ -1,4 +1,5 @@
-"""Render the current benchmark table into docs/benchmarks.md from bench/results.jsonl.
+"""Render the current benchmark table into docs/benchmarks.md from bench/results.jsonl (and the
+rows of the pages that show one bench's figures: `PAGES`).
 
 `bench/results.jsonl` keeps every run added to it, one JSON object a line: the bench's last JSON
 line as it printed it, plus `"machine"`, `"date"` (YYYY-MM-DD) and `"command"` (and, where a figure
@@ -9,8 +10,8 @@ ordered by their line in the file, the later one counting as the latest.
 
 To add a run, append its JSON line with those keys, then render:
 
-    .venv/bin/python bench/render_results.py          # rewrite the table in docs/benchmarks.md
-    .venv/bin/python bench/render_results.py --check  # exit 1 if the page is not what it renders
+    .venv/bin/python bench/render_results.py          # rewrite the tables of `PAGES`
+    .venv/bin/python bench/render_results.py --check  # exit 1 if a page is not what it renders
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ RESULTS = REPO / "bench" / "results.jsonl"
 PAGE = REPO / "docs" / "benchmarks.md"
 BEGIN = "<!-- results:begin (rendered by bench/render_results.py from bench/results.jsonl) -->"
 END = "<!-- results:end -->"
+PAGES: dict[Path, tuple[str, ...] | None] = {
+    PAGE: None,
+    REPO / "docs" / "scaling.md": ("scaling_law",),
+}
+"""Each page with a table, and the benches its table shows (None: every bench)."""
 REQUIRED = ("bench", "machine", "date", "command")
 VARIANT_KEYS = ("model", "mode", "size", "store")
 """Keys that make two runs of one bench different measurements rather than two of the same."""
@@ -48,6 +54,7 @@ ORDER = (
     "eval_scale",
     "generate_throughput",
     "estimate_accuracy",
+    "scaling_law",
 )
 HEADLINE = {
     "train_throughput": (
@@ -102,6 +109,21 @@ HEADLINE = {
     ),
     "generate_throughput": ("lmforge", "reference", "ratio"),
     "estimate_accuracy": ("max_time_error", "max_memory_error", "all_within"),
+    "scaling_law": (
+        "runs",
+        "alpha",
+        "beta",
+        "a",
+        "a_interval",
+        "b",
+        "b_interval",
+        "heldout_budget",
+        "heldout_params",
+        "n_star",
+        "rel_error",
+        "baseline_rel_error",
+        "wall_s",
+    ),
 }
 
 
@@ -155,6 +177,8 @@ def _value(result: dict, dotted: str):
 def _format(value) -> str:
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, float) and abs(value) >= 1e7:  # FLOPs, parameters
+        return f"{value:.3g}"
     if isinstance(value, float) and abs(value) >= 1000:
         return f"{value:,.0f}"
     if isinstance(value, int) and abs(value) >= 10000:
@@ -179,17 +203,21 @@ def figures(result: dict) -> str:
     parts = []
     for key in keys:
         value = _value(result, key)
-        if value is not None and not isinstance(value, (dict, list)):
+        if isinstance(value, list) and result["bench"] in HEADLINE:  # an interval, named
+            parts.append(f"{key.split('.')[-1]} [{', '.join(_format(v) for v in value)}]")
+        elif value is not None and not isinstance(value, (dict, list)):
             parts.append(f"{key.split('.')[-1]} {_format(value)}")
     return ", ".join(parts)
 
 
-def render_table(results: list[dict]) -> str:
+def render_table(results: list[dict], benches: tuple[str, ...] | None = None) -> str:
     rows = [
         "| bench | machine | date | figures |",
         "|---|---|---|---|",
     ]
     for result in current(results):
+        if benches is not None and result["bench"] not in benches:
+            continue
         kind = ", ".join(f"{k} {v}" for k, v in variant(result))
         bench = f"`{result['bench']}`" + (f" ({kind})" if kind else "")
         note = f" *({result['note']})*" if result.get("note") else ""
@@ -198,25 +226,28 @@ def render_table(results: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def render_page(page: str, results: list[dict]) -> str:
-    """`page` with the text between its markers replaced by the current table."""
+def render_page(page: str, results: list[dict], benches: tuple[str, ...] | None = None) -> str:
+    """`page` with the text between its markers replaced by the current table (of `benches`)."""
     start, end = page.find(BEGIN), page.find(END)
     if start < 0 or end < start:
         raise ValueError(f"the page has no {BEGIN!r} ... {END!r} markers: add them for the table")
-    return page[: start + len(BEGIN)] + "\n" + render_table(results) + "\n" + page[end:]
+    table = render_table(results, benches)
+    return page[: start + len(BEGIN)] + "\n" + table + "\n" + page[end:]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the page is out of date")
     args = parser.parse_args()
-    page = PAGE.read_text(encoding="utf-8")
-    rendered = render_page(page, load_results())
-    if args.check:
-        if rendered != page:
-            sys.exit(f"{PAGE} is out of date: run `.venv/bin/python bench/render_results.py`")
-        return
-    PAGE.write_text(rendered, encoding="utf-8")
+    results = load_results()
+    for path, benches in PAGES.items():
+        page = path.read_text(encoding="utf-8")
+        rendered = render_page(page, results, benches)
+        if args.check:
+            if rendered != page:
+                sys.exit(f"{path} is out of date: run `.venv/bin/python bench/render_results.py`")
+            continue
+        path.write_text(rendered, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -1,30 +1,59 @@
-"""Does a scaling law fitted on small runs predict a larger one? The parts that do not need
-`lmforge sweep`: the corpus and the budgets.
+"""Does a scaling law fitted on small runs predict a larger one? lmforge's own commands fit a law
+on a grid of runs over a real corpus, then one run at 3x the grid's largest budget is trained at
+the fit's N* and its measured loss is set against the fit's prediction.
 
-The corpus is real text that exists wherever lmforge is installed: the Python sources (code and
-docstrings) under the virtualenv's site-packages, deduplicated by content, written as JSONL
-shards (`build_corpus`). The default clean chain is made for web prose and would drop most of it,
-so the bench runs clean with `CODE_FILTERS`: the language, Gopher quality and C4 filters off
-(code is not a natural language, its symbol and alphabetic-word ratios and its lines without
-terminal punctuation are what code looks like), Gopher repetition relaxed (closing brackets and
-`return` lines repeat), length, normalisation, the blocklist and dedup as they are.
+1. The corpus is real text that exists wherever lmforge is installed: the Python sources (code
+   and docstrings) under the virtualenv's site-packages, deduplicated by content, written as
+   JSONL shards (`build_corpus`). The default clean chain is made for web prose and would drop
+   most of it, so the bench runs clean with `CODE_FILTERS`: the language, Gopher quality and C4
+   filters off (code is not a natural language, its symbol and alphabetic-word ratios and its
+   lines without terminal punctuation are what code looks like), Gopher repetition relaxed
+   (closing brackets and `return` lines repeat, and so do the n-grams of identifiers and calls,
+   `self.assertEqual(`: of 42 MB, the web thresholds kept 24% of the characters and these 56%,
+   what normalisation removes included); length, normalisation, the blocklist and dedup as
+   they are. `lmforge run --until tokenize` cleans and tokenizes it once; every later run takes
+   those stages from the cache.
+2. A short throughput probe: the `pretrain` calibration case's lmforge training steps
+   (`pipeline/estimate/calibration/training_steps.py`) on the tiny preset's model and layout,
+   tokens/s x its FLOPs per token (`training_flops_per_token`) = this machine's training FLOP/s.
+   `size_budgets` turns it into a geometric ladder of budgets whose grid (4 shapes a budget) and
+   held-out run fit what is left of the time target, each run paying `RUN_OVERHEAD_S` of
+   start-up and evaluation besides its training.
+3. The grid: `lmforge scaling run --budgets ... --sizes 4` (one sweep, two variants at a time on
+   one worker each, stopping after `perplexity` on a capped validation slice), then
+   `lmforge scaling fit --sweep latest`.
+4. The held-out run: 3x the largest grid budget, at the family's shape nearest the fit's N*
+   (within 10% of it, `heldout_shape`), with the grid's learning-rate rule and evaluation slice,
+   trained by `lmforge run --until perplexity`. Its validation loss (nats per token) against the
+   law's L(N, D) at its N and D is `rel_error`; `baseline_rel_error` is the same for a naive
+   extrapolation, the grid's best loss per budget regressed on log C (`frontier_baseline`).
 
-The budgets are sized from a short throughput probe (tokens per second of a probe model on this
-machine) to fit a time target (`size_budgets`): a geometric ladder of budgets, each run at K
-shapes, plus one held-out run at 3x the largest budget.
+All the grid's and the held-out's runs train the tiny preset's model family with
+`train.sequence_unlikelihood=0` (a decoding-loop objective, not part of the law).
 
-    .venv/bin/python bench/scaling_law.py --corpus-only OUT [--target-mb 40]
+    .venv/bin/python bench/scaling_law.py [--target-minutes 45] [--workdir DIR] [--target-mb 64]
+    .venv/bin/python bench/scaling_law.py --corpus-only OUT [--target-mb 64]
 
-prints the corpus's JSON line (the grid, fit and held-out run come with `lmforge sweep`).
+prints progress, then last one JSON line: the grid (`budgets`, `shapes_per_budget`, `runs`), the
+law (`E`, `A`, `B`, `alpha`, `beta`, the frontier's exponents `a`, `b` with their 90% bootstrap
+intervals `a_interval`, `b_interval`), the held-out run (`heldout_budget`, `heldout_params`,
+`n_star`, `predicted_loss`, `measured_loss`, `rel_error`, `baseline_rel_error`) and the whole
+bench's `wall_s`. Goals (issue 67): rel_error <= 0.03, heldout_params within 10% of N*, at least
+3 budgets x 4 shapes, under 60 minutes on 2 vCPUs. The method and the figures: docs/scaling.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import hashlib
 import json
+import math
 import site
+import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +66,9 @@ CODE_FILTERS = (
     "data.filters.gopher_repetition.max_dup_line_char_frac=0.4",
     "data.filters.gopher_repetition.max_dup_para_frac=0.6",
     "data.filters.gopher_repetition.max_dup_para_char_frac=0.4",
+    "data.filters.gopher_repetition.top_ngram_max_char_frac=[[2,0.4],[3,0.36],[4,0.32]]",
+    "data.filters.gopher_repetition.dup_ngram_max_char_frac="
+    "[[5,0.6],[6,0.58],[7,0.56],[8,0.54],[9,0.52],[10,0.5]]",
 )
 """The clean settings that suit Python sources (the module docstring says why each)."""
 MAX_FILE_BYTES = 512 * 1024
@@ -45,30 +77,38 @@ SHARD_BYTES = 32 * 2**20
 HELDOUT_FACTOR = 3.0
 
 
-def site_packages() -> Path:
-    """The running virtualenv's site-packages."""
-    return Path(next(p for p in site.getsitepackages() if p.endswith("site-packages")))
+def site_packages() -> list[Path]:
+    """The running interpreter's site-packages folders: the virtualenv's and any it chains to
+    (a `.pth` pointing at another environment's, as a worktree's virtualenv may)."""
+    found = [Path(p) for p in site.getsitepackages()]
+    found += [Path(p) for p in sys.path if p.endswith("site-packages")]
+    return list(dict.fromkeys(p.resolve() for p in found if p.is_dir()))
 
 
-def python_sources(root: Path) -> Iterator[tuple[str, str]]:
-    """(relative path, text) of every readable UTF-8 `.py` file under `root`, in path order,
-    each content once (the first path that has it)."""
+def python_sources(roots: list[Path]) -> Iterator[tuple[str, str]]:
+    """(relative path, text) of every readable UTF-8 `.py` file under `roots`, in path order,
+    each content once (the first path that has it), each name once."""
     seen: set[bytes] = set()
-    for path in sorted(root.rglob("*.py")):
-        try:
-            if not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
+    names: set[str] = set()
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            try:
+                if not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
+                    continue
+                data = path.read_bytes()
+            except OSError:
                 continue
-            data = path.read_bytes()
-        except OSError:
-            continue
-        digest = hashlib.sha256(data).digest()
-        if digest in seen or not data.strip():
-            continue
-        seen.add(digest)
-        try:
-            yield path.relative_to(root).as_posix(), data.decode("utf-8")
-        except UnicodeDecodeError:
-            continue
+            digest = hashlib.sha256(data).digest()
+            name = path.relative_to(root).as_posix()
+            if digest in seen or name in names or not data.strip():
+                continue
+            seen.add(digest)
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            names.add(name)
+            yield name, text
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,15 +121,15 @@ class CorpusStats:
         return {"files": self.files, "bytes": self.bytes, "shards": self.shards}
 
 
-def build_corpus(root: Path, out: Path, target_bytes: int) -> CorpusStats:
-    """JSONL shards of `{"id", "text"}` from the sources under `root`, up to `target_bytes` of
+def build_corpus(roots: list[Path], out: Path, target_bytes: int) -> CorpusStats:
+    """JSONL shards of `{"id", "text"}` from the sources under `roots`, up to `target_bytes` of
     text, into `out`."""
     out.mkdir(parents=True, exist_ok=True)
     files = size = shards = 0
     shard_size = SHARD_BYTES + 1
     handle = None
     try:
-        for name, text in python_sources(root):
+        for name, text in python_sources(roots):
             if size >= target_bytes:
                 break
             if shard_size > SHARD_BYTES:
@@ -147,14 +187,323 @@ def size_budgets(
     return BudgetLadder(ladder, HELDOUT_FACTOR * ladder[-1], rate, total)
 
 
+RUN_OVERHEAD_S = 45.0
+"""A run's seconds besides its training steps (start-up, the sweep's bookkeeping, `perplexity`
+on the slice), two runs side by side: what `size_budgets` charges each."""
+FIXED_S = 180.0
+"""What the time target keeps for the fit and for the held-out run's start-up."""
+MIN_BUDGET = 1.0e12
+"""The smallest budget whose grid has 4 distinct shapes of the family, none under one layer: a
+slower machine gets this ladder and a longer bench rather than a grid that is refused."""
+SHAPES = 4
+BUDGETS = 3
+EVAL_TOKENS = 100_000
+"""The validation slice every run scores (the same windows for each)."""
+HELDOUT_TOLERANCE = 0.10
+PROBE_STEPS = 30
+BASE = (
+    "preset=tiny",
+    "data.val_fraction=0.05",
+    "tokenizer.sample_bytes=16000000",
+    "tokenizer.min_word_count=2",
+    "tokenizer.vocab_size=1024",
+    "model.n_head=8",
+    "train.sequence_unlikelihood=0",
+)
+"""The tiny preset's family on the code corpus: 5% of the documents for validation (a few MB,
+far more than the slice), the tokenizer on a 16 MB sample. A vocabulary of 1024 and heads 16
+wide (8 at the preset's width of 128) make the family's smallest shapes small and close together
+(one layer of width 32: 45k parameters, the head most of them), so a budget that 2 CPUs train in
+a minute still has 4 distinct shapes around its optimum."""
+GRID_LAYOUT = ("train.num_workers=1", "train.micro_batch_size=16")
+"""Each grid run on one worker (two side by side); the held-out run keeps the preset's two
+workers of 8 sequences: the same batch of 16, the same steps."""
+
+
+def bench_overrides(corpus: Path, workdir: Path) -> list[str]:
+    """The settings every run of the bench shares (the corpus, clean, tokenizer, workdir)."""
+    return [
+        *BASE,
+        *CODE_FILTERS,
+        f"data.paths=[{corpus}/*.jsonl]",
+        f"workdir={workdir}",
+    ]
+
+
+def frontier_baseline(runs: list[dict], budget: float) -> float:
+    """The naive extrapolation: each budget's best loss, regressed linearly on log C (least
+    squares), read at `budget`."""
+    best: dict[float, float] = {}
+    for run in runs:
+        b = float(run["budget"])
+        best[b] = min(best.get(b, math.inf), float(run["loss"]))
+    if len(best) < 2:
+        raise ValueError("the baseline needs the best losses of 2 budgets or more")
+    xs = [math.log(b) for b in best]
+    ys = list(best.values())
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
+        (x - mx) ** 2 for x in xs
+    )
+    return my + slope * (math.log(budget) - mx)
+
+
+def heldout_shape(family: list, n_star: float, aspect: float, tolerance: float = HELDOUT_TOLERANCE):
+    """The family's shape for the held-out run: of the shapes whose N is within `tolerance` of
+    N*, the one `nearest_shape` prefers (N, then the preset's aspect); the nearest of all when
+    none is that close."""
+    from lmforge.pipeline.scaling.shapes import nearest_shape
+
+    close = [s for s in family if abs(s.params / n_star - 1) <= tolerance]
+    return nearest_shape(close or family, n_star, aspect)
+
+
+def rel_error(predicted: float, measured: float) -> float:
+    return abs(predicted - measured) / measured
+
+
+def result_line(
+    *,
+    budgets: list[float],
+    grid: list[dict],
+    fit: dict,
+    heldout: dict,
+    wall_s: float,
+    machine: str,
+    command: str,
+) -> dict:
+    """The bench's JSON line. `grid`: the fitted runs ({budget, loss, params}); `fit`: the
+    fit's `fit.json`; `heldout`: {budget, params, n_star, predicted_loss, measured_loss}."""
+    law, intervals = fit["law"], fit["intervals"]
+    sizes = [len({r["params"] for r in grid if r["budget"] == b}) for b in budgets]
+    measured = heldout["measured_loss"]
+    baseline = frontier_baseline(grid, heldout["budget"])
+    return {
+        "bench": "scaling_law",
+        "budgets": [float(f"{b:.4g}") for b in budgets],
+        "shapes_per_budget": sizes,
+        "runs": len(grid),
+        **{k: round(float(law[k]), 4) for k in ("E", "A", "B", "alpha", "beta")},
+        "a": round(law["beta"] / (law["alpha"] + law["beta"]), 4),
+        "a_interval": [round(v, 4) for v in intervals["a"]],
+        "b": round(law["alpha"] / (law["alpha"] + law["beta"]), 4),
+        "b_interval": [round(v, 4) for v in intervals["b"]],
+        "heldout_budget": float(f"{heldout['budget']:.4g}"),
+        "heldout_params": int(heldout["params"]),
+        "n_star": int(round(heldout["n_star"])),
+        "predicted_loss": round(heldout["predicted_loss"], 4),
+        "measured_loss": round(measured, 4),
+        "rel_error": round(rel_error(heldout["predicted_loss"], measured), 4),
+        "baseline_rel_error": round(rel_error(baseline, measured), 4),
+        "wall_s": round(wall_s, 1),
+        "machine": machine,
+        "date": datetime.date.today().isoformat(),
+        "command": command,
+    }
+
+
+def machine_name() -> str:
+    """`CPU model, N vCPU (family F model M)` from /proc/cpuinfo."""
+    import os
+
+    fields: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    name = fields.get("model name", "unknown CPU")
+    family = (
+        f" (family {fields['cpu family']} model {fields['model']})" if "model" in fields else ""
+    )
+    return f"{name}, {os.cpu_count()} vCPU{family}"
+
+
+def lmforge(*args: str) -> str:
+    """The `lmforge` CLI in a process of its own; its output (echoed), or SystemExit naming the
+    command that failed."""
+    started = time.monotonic()
+    shown = " ".join(a for a in args if not a.startswith(("data.filters.", "workdir=")))
+    print(f"$ lmforge {shown}", file=sys.stderr, flush=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "lmforge.pipeline.cli.main", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    tail = "\n".join(done.stdout.splitlines()[-15:])
+    print(f"{tail}\n  ({time.monotonic() - started:.0f}s)", file=sys.stderr, flush=True)
+    if done.returncode:
+        raise SystemExit(f"lmforge {args[0]} {args[1] if len(args) > 1 else ''} failed: see above")
+    return done.stdout
+
+
+def probe_flops_per_s(root: Path, overrides: list[str]) -> tuple[float, float]:
+    """(tokens/s, FLOPs per token) of lmforge's training steps on the tiny preset's model and
+    two-worker layout, on random tokens: the median step after the first."""
+    import statistics
+
+    from lmforge.model.flops import training_flops_per_token
+    from lmforge.pipeline.cluster.ray_runtime import ensure_ray, shutdown_ray
+    from lmforge.pipeline.estimate.calibration.training_steps import (
+        lmforge_run,
+        tiny_case,
+        write_shards,
+    )
+
+    case = tiny_case(list(overrides))
+    data = write_shards(root / "probe-data", (PROBE_STEPS + 2) * case.batch, case.model)
+    ensure_ray(None, num_cpus=2, workdir=root)
+    try:
+        summary = lmforge_run(root / "probe", data, PROBE_STEPS, case, cpus=2)
+    finally:
+        shutdown_ray()
+    step_s = statistics.median(summary["step_seconds"])
+    tokens = case.batch * case.model.block_size / step_s
+    return tokens, float(training_flops_per_token(case.model))
+
+
+def heldout_run(fit: dict, budget: float, config: dict, overrides: list[str]) -> dict:
+    """Train and score the held-out run at the fit's N* for `budget`; its figures."""
+    from lmforge.pipeline.engine.run_records import RecordBook
+    from lmforge.pipeline.engine.workdir import Workdir
+    from lmforge.pipeline.scaling.budget_plan import plan_budget
+    from lmforge.pipeline.scaling.grid_sweep import eval_slice, variant_params
+    from lmforge.pipeline.scaling.parametric_fit import LawParameters
+    from lmforge.pipeline.scaling.plan import Variant
+    from lmforge.pipeline.scaling.runs_input import run_from_manifests
+    from lmforge.pipeline.scaling.shapes import model_config, shape_family
+    from lmforge.pipeline.sweep.variant_figures import open_config_store
+
+    base = model_config(config["model"], config["tokenizer"]["vocab_size"])
+    family = shape_family(base)
+    plan = plan_budget(fit, budget, family)
+    shape = heldout_shape(family, plan.n_star, base.d_model / base.n_layer)
+    batch_tokens = config["train"]["global_batch_size"] * base.block_size
+    steps = round(budget / shape.flops_per_token / batch_tokens)
+    run = Variant(budget, shape, steps, steps * batch_tokens, 0.0)
+    params = variant_params(run, base, config["train"])
+    settings = [f"{k}={v}" for k, v in {**eval_slice(EVAL_TOKENS), **params}.items()]
+    lmforge("run", "--until", "perplexity", *overrides, *settings)
+    workdir = Path(config["workdir"])
+    record = RecordBook(Workdir(workdir).records).latest()
+    keys = {s.stage: s.key for s in record.stages}
+    store = open_config_store(config, workdir)
+    found = run_from_manifests(
+        store.manifest("pretrain", keys["pretrain"]) or {},
+        store.manifest("perplexity", keys["perplexity"]) or {},
+        budget,
+    )
+    law = fit["law"]
+    predicted = LawParameters(law["E"], law["A"], law["B"], law["alpha"], law["beta"]).loss(
+        found.params, found.tokens
+    )
+    return {
+        "budget": budget,
+        "flops": found.flops,
+        "params": found.params,
+        "n_star": plan.n_star,
+        "shape": shape.label,
+        "predicted_loss": float(predicted),
+        "measured_loss": found.loss,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus-only", type=Path, metavar="OUT", required=True)
-    parser.add_argument("--target-mb", type=float, default=40.0)
+    parser.add_argument("--corpus-only", type=Path, metavar="OUT")
+    parser.add_argument("--target-mb", type=float, default=64.0)
+    parser.add_argument("--target-minutes", type=float, default=45.0)
+    parser.add_argument("--workdir", type=Path, help="default: a new folder under /tmp")
+    parser.add_argument(
+        "--budgets",
+        help="the grid's budgets (FLOPs, C1,C2,C3) instead of the probe's: a bench rerun in its "
+        "workdir takes every finished run from the cache",
+    )
     args = parser.parse_args()
+    started = time.monotonic()
     root = site_packages()
-    stats = build_corpus(root, args.corpus_only, int(args.target_mb * 2**20))
-    print(json.dumps({"bench": "scaling_law", "corpus": stats.to_json(), "root": str(root)}))
+    if args.corpus_only:
+        stats = build_corpus(root, args.corpus_only, int(args.target_mb * 2**20))
+        roots = [str(r) for r in root]
+        print(json.dumps({"bench": "scaling_law", "corpus": stats.to_json(), "roots": roots}))
+        return
+    run_bench(args, root, started)
+
+
+def probe_budgets(workdir: Path, left_s: float) -> list[float]:
+    """The grid's budgets: the probe's FLOP/s over what is left of the time target."""
+    tokens_per_s, per_token = probe_flops_per_s(workdir, list(BASE[1:]))
+    ladder = size_budgets(
+        tokens_per_s,
+        per_token,
+        left_s - FIXED_S,
+        budgets=BUDGETS,
+        shapes=SHAPES,
+        overhead_s=RUN_OVERHEAD_S,
+    )
+    print(
+        f"probe: {tokens_per_s:.0f} tokens/s x {per_token:.3g} FLOPs/token = "
+        f"{ladder.flops_per_s:.3g} FLOP/s; {left_s:.0f}s left: budgets "
+        f"{', '.join(f'{b:.3g}' for b in ladder.budgets)}, held-out {ladder.heldout:.3g} "
+        f"(planned {ladder.planned_s:.0f}s)",
+        file=sys.stderr,
+    )
+    if ladder.budgets[0] < MIN_BUDGET:
+        print(f"raised to {MIN_BUDGET:.3g} FLOPs at the smallest: past the target", file=sys.stderr)
+        return [b * MIN_BUDGET / ladder.budgets[0] for b in ladder.budgets]
+    return ladder.budgets
+
+
+def run_bench(args: argparse.Namespace, root: list[Path], started: float) -> None:
+    from lmforge.pipeline.config_tree import compose
+
+    workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="lmforge-scaling-"))).resolve()
+    corpus_dir = workdir / "corpus"
+    stats = build_corpus(root, corpus_dir, int(args.target_mb * 2**20))
+    print(f"corpus: {json.dumps(stats.to_json())} from {[str(r) for r in root]}", file=sys.stderr)
+    overrides = bench_overrides(corpus_dir, workdir / "runs")
+    config = compose(overrides)
+    lmforge("run", "--until", "tokenize", *overrides)  # clean, tokenizer, tokenize: cached after
+    if args.budgets:
+        ladder_budgets = [float(b) for b in args.budgets.split(",")]
+    else:
+        ladder_budgets = probe_budgets(
+            workdir, args.target_minutes * 60 - (time.monotonic() - started)
+        )
+    heldout_budget = HELDOUT_FACTOR * max(ladder_budgets)
+    budgets = ",".join(f"{b:.4g}" for b in ladder_budgets)
+    grid = [*overrides, *GRID_LAYOUT]
+    lmforge(
+        "scaling",
+        "run",
+        "--budgets",
+        budgets,
+        "--sizes",
+        str(SHAPES),
+        "--eval-tokens",
+        str(EVAL_TOKENS),
+        "--max-concurrent",
+        "2",
+        *grid,
+    )
+    out = lmforge("scaling", "fit", "--sweep", "latest", *grid)
+    fit_path = Path(next(x for x in out.splitlines()[::-1] if x.startswith("fit: "))[5:].strip())
+    fit = json.loads(fit_path.read_text(encoding="utf-8"))
+    heldout = heldout_run(fit, heldout_budget, config, overrides)
+    grid_budgets = sorted({float(r["budget"]) for r in fit["runs"]})
+    line = result_line(
+        budgets=grid_budgets,
+        grid=fit["runs"],
+        fit=fit,
+        heldout=heldout,
+        wall_s=time.monotonic() - started,
+        machine=machine_name(),
+        command="bench/scaling_law.py " + " ".join(sys.argv[1:]),
+    )
+    print(f"held-out {heldout['shape']}; fit {fit_path}; workdir {workdir}", file=sys.stderr)
+    print(json.dumps(line))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ def test_the_corpus_is_every_source_once_in_jsonl_shards(tmp_path):
     (root / "pkg" / "empty.py").write_text("\n")
     (root / "pkg" / "latin1.py").write_bytes(b"x = '\xe9'\n")
     (root / "pkg" / "notes.txt").write_text("not python")
-    stats = bench.build_corpus(root, tmp_path / "out", target_bytes=10**6)
+    stats = bench.build_corpus([root], tmp_path / "out", target_bytes=10**6)
     rows = [
         json.loads(line) for f in sorted((tmp_path / "out").glob("*.jsonl")) for line in f.open()
     ]
@@ -48,7 +48,7 @@ def test_the_corpus_stops_at_its_target_size(tmp_path):
     root.mkdir()
     for i in range(20):
         (root / f"m{i:02d}.py").write_text(SOURCE + f"\nVALUE = {i}\n")
-    stats = bench.build_corpus(root, tmp_path / "out", target_bytes=3 * len(SOURCE))
+    stats = bench.build_corpus([root], tmp_path / "out", target_bytes=3 * len(SOURCE))
     assert stats.files == 3
 
 
@@ -74,3 +74,73 @@ def test_budgets_fit_the_time_target_at_the_probes_rate():
     assert ladder.planned_s == pytest.approx(45 * 60)
     with pytest.raises(ValueError, match="raise the target"):
         bench.size_budgets(10_000, 6e6, target_s=600, overhead_s=60)
+
+
+def test_the_baseline_extrapolates_each_budgets_best_loss_linearly_in_log_compute():
+    # best losses 4, 3, 2 at 1e12, 1e13, 1e14 (a worse run at each): 1 nat less per decade
+    grid = [
+        {"budget": 10.0**k, "loss": loss + extra}
+        for k, loss in ((12, 4.0), (13, 3.0), (14, 2.0))
+        for extra in (0.0, 0.5)
+    ]
+    assert bench.frontier_baseline(grid, 1e15) == pytest.approx(1.0)
+    assert bench.frontier_baseline(grid, 10**12.5) == pytest.approx(3.5)
+    with pytest.raises(ValueError, match="2 budgets"):
+        bench.frontier_baseline(grid[:2], 1e15)
+
+
+def _shape(d: int, layers: int, params: int):
+    from lmforge.pipeline.scaling.shapes import Shape
+
+    return Shape(d, layers, d // 16, 4 * d, params, 6.0 * params)
+
+
+def test_the_heldout_shape_is_within_ten_percent_of_n_star_when_the_family_has_one():
+    family = [_shape(64, 2, 90_000), _shape(128, 1, 108_000), _shape(96, 3, 121_000)]
+    # nearest_shape alone prefers the 90k shape (its aspect 32 is the preset's) for N* 105k,
+    # 14% off; the held-out run takes the 108k shape, 3% off.
+    n_star = 105_000
+    assert bench.heldout_shape(family, n_star, aspect=32).params == 108_000
+    # none within 10%: the nearest of all
+    assert bench.heldout_shape(family, 200_000, aspect=32).params == 121_000
+
+
+def test_the_result_line_has_the_issues_keys_and_errors():
+    grid = [
+        {"budget": b, "params": n, "loss": loss}
+        for b, base in ((1e12, 4.0), (3e12, 3.5), (9e12, 3.0))
+        for n, loss in ((1e5, base + 0.2), (2e5, base), (4e5, base + 0.1), (8e5, base + 0.3))
+    ]
+    fit = {
+        "law": {"E": 1.5, "A": 400.0, "B": 900.0, "alpha": 0.4, "beta": 0.35},
+        "intervals": {"a": [0.4, 0.55], "b": [0.45, 0.6]},
+    }
+    heldout = {
+        "budget": 2.7e13,
+        "params": 300_000,
+        "n_star": 290_000.4,
+        "predicted_loss": 2.6,
+        "measured_loss": 2.5,
+    }
+    line = bench.result_line(
+        budgets=[1e12, 3e12, 9e12],
+        grid=grid,
+        fit=fit,
+        heldout=heldout,
+        wall_s=2700.04,
+        machine="CPU, 2 vCPU",
+        command="bench/scaling_law.py",
+    )
+    assert line["budgets"] == [1e12, 3e12, 9e12]
+    assert line["shapes_per_budget"] == [4, 4, 4] and line["runs"] == 12
+    assert line["a"] == pytest.approx(0.35 / 0.75, abs=1e-4)
+    assert line["b"] == pytest.approx(0.4 / 0.75, abs=1e-4)
+    assert line["a_interval"] == [0.4, 0.55] and line["b_interval"] == [0.45, 0.6]
+    assert line["rel_error"] == pytest.approx(0.04)
+    # the best losses 4, 3.5, 3 fall 0.5 a factor of 3: 2.5 at 2.7e13, the measured loss
+    assert line["baseline_rel_error"] == pytest.approx(0.0, abs=1e-4)
+    assert line["heldout_params"] == 300_000 and line["n_star"] == 290_000
+    assert line["wall_s"] == 2700.0 and line["bench"] == "scaling_law"
+    for key in ("E", "A", "B", "alpha", "beta", "heldout_budget", "predicted_loss", "date"):
+        assert key in line
+    json.dumps(line)

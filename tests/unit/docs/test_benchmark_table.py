@@ -18,6 +18,24 @@ def test_the_benchmarks_page_is_what_the_results_file_renders():
     )
 
 
+def test_every_page_with_a_table_is_what_the_results_file_renders():
+    for path, benches in render.PAGES.items():
+        page = path.read_text(encoding="utf-8")
+        assert render.render_page(page, render.load_results(), benches) == page, (
+            f"{path} is out of date: run `.venv/bin/python bench/render_results.py`"
+        )
+
+
+def test_a_page_of_one_bench_shows_its_rows_only_with_its_intervals():
+    results = [
+        result(ratio=0.9),
+        result("scaling_law", runs=12, rel_error=0.02, a=0.5, a_interval=[0.4, 0.6]),
+    ]
+    table = render.render_table(results, ("scaling_law",))
+    assert "train_throughput" not in table
+    assert "runs 12, a 0.5, a_interval [0.4, 0.6], rel_error 0.02" in table
+
+
 def test_every_result_names_its_bench_machine_date_and_command():
     results = render.load_results()
     assert results
