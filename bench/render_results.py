@@ -30,6 +30,7 @@ END = "<!-- results:end -->"
 PAGES: dict[Path, tuple[str, ...] | None] = {
     PAGE: None,
     REPO / "docs" / "scaling.md": ("scaling_law",),
+    REPO / "docs" / "sweeps.md": ("sweep",),
 }
 """Each page with a table, and the benches its table shows (None: every bench)."""
 REQUIRED = ("bench", "machine", "date", "command")
