@@ -4,8 +4,8 @@ the fit's N* and its measured loss is set against the fit's prediction.
 
 1. The corpus is real text that exists wherever lmforge is installed: the Python sources (code
    and docstrings) under the virtualenv's site-packages, deduplicated by content, written as
-   JSONL shards (`build_corpus`). The default clean chain is made for web prose and would drop
-   most of it, so the bench runs clean with `CODE_FILTERS`: the language, Gopher quality and C4
+   JSONL shards (`scaling_corpus.py`). The default clean chain is made for web prose and would
+   drop most of it, so the bench runs clean with `CODE_FILTERS`: the language, Gopher quality and C4
    filters off (code is not a natural language, its symbol and alphabetic-word ratios and its
    lines without terminal punctuation are what code looks like), Gopher repetition relaxed
    (closing brackets and `return` lines repeat, and so do the n-grams of identifiers and calls,
@@ -45,107 +45,19 @@ bench's `wall_s`. Goals (issue 67): rel_error <= 0.03, heldout_params within 10%
 from __future__ import annotations
 
 import argparse
-import datetime
-import hashlib
 import json
-import math
-import site
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-CODE_FILTERS = (
-    "data.filters.language.enabled=false",
-    "data.filters.gopher_quality.enabled=false",
-    "data.filters.c4.enabled=false",
-    "data.filters.gopher_repetition.max_dup_line_frac=0.6",
-    "data.filters.gopher_repetition.max_dup_line_char_frac=0.4",
-    "data.filters.gopher_repetition.max_dup_para_frac=0.6",
-    "data.filters.gopher_repetition.max_dup_para_char_frac=0.4",
-    "data.filters.gopher_repetition.top_ngram_max_char_frac=[[2,0.4],[3,0.36],[4,0.32]]",
-    "data.filters.gopher_repetition.dup_ngram_max_char_frac="
-    "[[5,0.6],[6,0.58],[7,0.56],[8,0.54],[9,0.52],[10,0.5]]",
-)
-"""The clean settings that suit Python sources (the module docstring says why each)."""
-MAX_FILE_BYTES = 512 * 1024
-"""Larger sources are mostly generated tables or vendored bundles: skipped."""
-SHARD_BYTES = 32 * 2**20
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its siblings: corpus, JSON line
+from scaling_corpus import CODE_FILTERS, build_corpus, site_packages  # noqa: E402
+from scaling_result import machine_name, result_line  # noqa: E402
+
 HELDOUT_FACTOR = 3.0
-
-
-def site_packages() -> list[Path]:
-    """The running interpreter's site-packages folders: the virtualenv's and any it chains to
-    (a `.pth` pointing at another environment's, as a worktree's virtualenv may)."""
-    found = [Path(p) for p in site.getsitepackages()]
-    found += [Path(p) for p in sys.path if p.endswith("site-packages")]
-    return list(dict.fromkeys(p.resolve() for p in found if p.is_dir()))
-
-
-def python_sources(roots: list[Path]) -> Iterator[tuple[str, str]]:
-    """(relative path, text) of every readable UTF-8 `.py` file under `roots`, in path order,
-    each content once (the first path that has it), each name once."""
-    seen: set[bytes] = set()
-    names: set[str] = set()
-    for root in roots:
-        for path in sorted(root.rglob("*.py")):
-            try:
-                if not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
-                    continue
-                data = path.read_bytes()
-            except OSError:
-                continue
-            digest = hashlib.sha256(data).digest()
-            name = path.relative_to(root).as_posix()
-            if digest in seen or name in names or not data.strip():
-                continue
-            seen.add(digest)
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-            names.add(name)
-            yield name, text
-
-
-@dataclass(frozen=True, slots=True)
-class CorpusStats:
-    files: int
-    bytes: int
-    shards: int
-
-    def to_json(self) -> dict:
-        return {"files": self.files, "bytes": self.bytes, "shards": self.shards}
-
-
-def build_corpus(roots: list[Path], out: Path, target_bytes: int) -> CorpusStats:
-    """JSONL shards of `{"id", "text"}` from the sources under `roots`, up to `target_bytes` of
-    text, into `out`."""
-    out.mkdir(parents=True, exist_ok=True)
-    files = size = shards = 0
-    shard_size = SHARD_BYTES + 1
-    handle = None
-    try:
-        for name, text in python_sources(roots):
-            if size >= target_bytes:
-                break
-            if shard_size > SHARD_BYTES:
-                if handle:
-                    handle.close()
-                handle = (out / f"python-{shards:04d}.jsonl").open("w", encoding="utf-8")
-                shards, shard_size = shards + 1, 0
-            line = json.dumps({"id": name, "text": text}, ensure_ascii=False) + "\n"
-            handle.write(line)
-            files += 1
-            size += len(text.encode("utf-8"))
-            shard_size += len(line)
-    finally:
-        if handle:
-            handle.close()
-    return CorpusStats(files, size, shards)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,24 +142,6 @@ def bench_overrides(corpus: Path, workdir: Path) -> list[str]:
     ]
 
 
-def frontier_baseline(runs: list[dict], budget: float) -> float:
-    """The naive extrapolation: each budget's best loss, regressed linearly on log C (least
-    squares), read at `budget`."""
-    best: dict[float, float] = {}
-    for run in runs:
-        b = float(run["budget"])
-        best[b] = min(best.get(b, math.inf), float(run["loss"]))
-    if len(best) < 2:
-        raise ValueError("the baseline needs the best losses of 2 budgets or more")
-    xs = [math.log(b) for b in best]
-    ys = list(best.values())
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
-        (x - mx) ** 2 for x in xs
-    )
-    return my + slope * (math.log(budget) - mx)
-
-
 def heldout_shape(family: list, n_star: float, aspect: float, tolerance: float = HELDOUT_TOLERANCE):
     """The family's shape for the held-out run: of the shapes whose N is within `tolerance` of
     N*, the one `nearest_shape` prefers (N, then the preset's aspect); the nearest of all when
@@ -256,68 +150,6 @@ def heldout_shape(family: list, n_star: float, aspect: float, tolerance: float =
 
     close = [s for s in family if abs(s.params / n_star - 1) <= tolerance]
     return nearest_shape(close or family, n_star, aspect)
-
-
-def rel_error(predicted: float, measured: float) -> float:
-    return abs(predicted - measured) / measured
-
-
-def result_line(
-    *,
-    budgets: list[float],
-    grid: list[dict],
-    fit: dict,
-    heldout: dict,
-    wall_s: float,
-    machine: str,
-    command: str,
-) -> dict:
-    """The bench's JSON line. `grid`: the fitted runs ({budget, loss, params}); `fit`: the
-    fit's `fit.json`; `heldout`: {budget, params, n_star, predicted_loss, measured_loss}."""
-    law, intervals = fit["law"], fit["intervals"]
-    sizes = [len({r["params"] for r in grid if r["budget"] == b}) for b in budgets]
-    measured = heldout["measured_loss"]
-    baseline = frontier_baseline(grid, heldout["budget"])
-    return {
-        "bench": "scaling_law",
-        "budgets": [float(f"{b:.4g}") for b in budgets],
-        "shapes_per_budget": sizes,
-        "runs": len(grid),
-        **{k: round(float(law[k]), 4) for k in ("E", "A", "B", "alpha", "beta")},
-        "a": round(law["beta"] / (law["alpha"] + law["beta"]), 4),
-        "a_interval": [round(v, 4) for v in intervals["a"]],
-        "b": round(law["alpha"] / (law["alpha"] + law["beta"]), 4),
-        "b_interval": [round(v, 4) for v in intervals["b"]],
-        "heldout_budget": float(f"{heldout['budget']:.4g}"),
-        "heldout_params": int(heldout["params"]),
-        "n_star": int(round(heldout["n_star"])),
-        "predicted_loss": round(heldout["predicted_loss"], 4),
-        "measured_loss": round(measured, 4),
-        "rel_error": round(rel_error(heldout["predicted_loss"], measured), 4),
-        "baseline_rel_error": round(rel_error(baseline, measured), 4),
-        "wall_s": round(wall_s, 1),
-        "machine": machine,
-        "date": datetime.date.today().isoformat(),
-        "command": command,
-    }
-
-
-def machine_name() -> str:
-    """`CPU model, N vCPU (family F model M)` from /proc/cpuinfo."""
-    import os
-
-    fields: dict[str, str] = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            fields.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
-    name = fields.get("model name", "unknown CPU")
-    family = (
-        f" (family {fields['cpu family']} model {fields['model']})" if "model" in fields else ""
-    )
-    return f"{name}, {os.cpu_count()} vCPU{family}"
 
 
 def lmforge(*args: str) -> str:

@@ -14,6 +14,8 @@ from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.chain import FilterChainConfig, build_filter_chain, run_chain
 
 bench = load_bench("scaling_law")
+corpus = load_bench("scaling_corpus")
+figures = load_bench("scaling_result")
 
 SOURCE = '''"""A module docstring that says what the module is for."""
 
@@ -33,7 +35,7 @@ def test_the_corpus_is_every_source_once_in_jsonl_shards(tmp_path):
     (root / "pkg" / "empty.py").write_text("\n")
     (root / "pkg" / "latin1.py").write_bytes(b"x = '\xe9'\n")
     (root / "pkg" / "notes.txt").write_text("not python")
-    stats = bench.build_corpus([root], tmp_path / "out", target_bytes=10**6)
+    stats = corpus.build_corpus([root], tmp_path / "out", target_bytes=10**6)
     rows = [
         json.loads(line) for f in sorted((tmp_path / "out").glob("*.jsonl")) for line in f.open()
     ]
@@ -48,7 +50,7 @@ def test_the_corpus_stops_at_its_target_size(tmp_path):
     root.mkdir()
     for i in range(20):
         (root / f"m{i:02d}.py").write_text(SOURCE + f"\nVALUE = {i}\n")
-    stats = bench.build_corpus([root], tmp_path / "out", target_bytes=3 * len(SOURCE))
+    stats = corpus.build_corpus([root], tmp_path / "out", target_bytes=3 * len(SOURCE))
     assert stats.files == 3
 
 
@@ -61,8 +63,8 @@ def test_the_code_filters_keep_python_sources_that_the_default_chain_drops():
         return len(list(run_chain(docs, build_filter_chain(FilterChainConfig.from_dict(filters)))))
 
     assert kept() == 0  # the web-text chain: no code passes
-    assert kept(*bench.CODE_FILTERS) >= 0.8 * len(docs)
-    filters = compose(["preset=small", *bench.CODE_FILTERS])["data"]["filters"]
+    assert kept(*corpus.CODE_FILTERS) >= 0.8 * len(docs)
+    filters = compose(["preset=small", *corpus.CODE_FILTERS])["data"]["filters"]
     assert filters["length"]["enabled"] and filters["gopher_repetition"]["enabled"]
 
 
@@ -83,10 +85,10 @@ def test_the_baseline_extrapolates_each_budgets_best_loss_linearly_in_log_comput
         for k, loss in ((12, 4.0), (13, 3.0), (14, 2.0))
         for extra in (0.0, 0.5)
     ]
-    assert bench.frontier_baseline(grid, 1e15) == pytest.approx(1.0)
-    assert bench.frontier_baseline(grid, 10**12.5) == pytest.approx(3.5)
+    assert figures.frontier_baseline(grid, 1e15) == pytest.approx(1.0)
+    assert figures.frontier_baseline(grid, 10**12.5) == pytest.approx(3.5)
     with pytest.raises(ValueError, match="2 budgets"):
-        bench.frontier_baseline(grid[:2], 1e15)
+        figures.frontier_baseline(grid[:2], 1e15)
 
 
 def _shape(d: int, layers: int, params: int):
@@ -122,7 +124,7 @@ def test_the_result_line_has_the_issues_keys_and_errors():
         "predicted_loss": 2.6,
         "measured_loss": 2.5,
     }
-    line = bench.result_line(
+    line = figures.result_line(
         budgets=[1e12, 3e12, 9e12],
         grid=grid,
         fit=fit,
