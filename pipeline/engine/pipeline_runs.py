@@ -78,36 +78,6 @@ def create_parent_run(
     return parent.info.run_id
 
 
-def create_stage_run(
-    mlflow,
-    experiment_id: str,
-    parent_id: str,
-    record: PipelineRecord,
-    name: str,
-    stage_plan: StagePlan,
-    *,
-    cached: bool,
-    source_run_id: str | None,
-) -> str:
-    """A stage's nested run: its key, its inputs' keys and runs, whether it is a cache hit (and
-    the run that made the artifact), its config sections as params."""
-    tags = {
-        "mlflow.parentRunId": parent_id,
-        "lmforge.stage": name,
-        "lmforge.cache_key": stage_plan.key,
-        "lmforge.inputs": ",".join(f"{k}={v}" for k, v in stage_plan.input_keys.items()),
-        "lmforge.cached": str(cached).lower(),
-        "lmforge.pipeline_run": record.run_id,
-    }
-    upstream_runs = {u: record.stage(u).mlflow_run_id for u in stage_plan.input_keys}
-    tags["lmforge.input_runs"] = ",".join(f"{k}={v}" for k, v in upstream_runs.items())
-    if source_run_id:
-        tags["lmforge.source_run_id"] = source_run_id
-    run = mlflow.create_run(experiment_id, run_name=name, tags=tags)
-    log_params(mlflow, run.info.run_id, stage_plan.sections)
-    return run.info.run_id
-
-
 def quietly(fn, *args, **kwargs) -> None:
     """Call an MLflow update on a best-effort basis (while shutting down): the next run fixes
     what it could not."""
@@ -174,16 +144,23 @@ class PipelineTracking:
         cached: bool,
         source_run_id: str | None,
     ) -> str:
-        return create_stage_run(
-            self.mlflow,
-            self.experiment_id,
-            self.parent_id,
-            record,
-            name,
-            stage_plan,
-            cached=cached,
-            source_run_id=source_run_id,
-        )
+        """A stage's nested run: its key, its inputs' keys and runs, whether it is a cache hit (and
+        the run that made the artifact), its config sections as params."""
+        tags = {
+            "mlflow.parentRunId": self.parent_id,
+            "lmforge.stage": name,
+            "lmforge.cache_key": stage_plan.key,
+            "lmforge.inputs": ",".join(f"{k}={v}" for k, v in stage_plan.input_keys.items()),
+            "lmforge.cached": str(cached).lower(),
+            "lmforge.pipeline_run": record.run_id,
+        }
+        upstream_runs = {u: record.stage(u).mlflow_run_id for u in stage_plan.input_keys}
+        tags["lmforge.input_runs"] = ",".join(f"{k}={v}" for k, v in upstream_runs.items())
+        if source_run_id:
+            tags["lmforge.source_run_id"] = source_run_id
+        run = self.mlflow.create_run(self.experiment_id, run_name=name, tags=tags)
+        log_params(self.mlflow, run.info.run_id, stage_plan.sections)
+        return run.info.run_id
 
     def close(self, run_id: str, status: str) -> None:
         self.mlflow.set_terminated(run_id, status=status)
