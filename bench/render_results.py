@@ -84,7 +84,15 @@ HEADLINE = {
         "zero3_setup_rss_over_weights",
         "load_rss_rise_mb",
     ),
-    "clean_throughput": ("lmforge", "reference", "ratio", "agreement", "scaling_2cpu"),
+    "clean_throughput": (
+        "lmforge",
+        "reference",
+        "ratio",
+        "agreement",
+        "scaling_2cpu",
+        "mb_per_cpu_s",
+        "paragraph_dedup_cpu_share",
+    ),
     "dedup_throughput": ("ratio", "agreement"),
     "clean_scale": (
         "docs",
