@@ -122,15 +122,24 @@ def _when_a_checkpoint_after(proc: subprocess.Popen, workdir: Path, step: int) -
         time.sleep(0.2)
 
 
-def _group_alive(pgid: int) -> list[int]:
-    """The processes of group `pgid` that still run (zombies left out)."""
+RAY_AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+"""Ray's per-node agents, which outlive a SIGKILLed runtime by a minute: each sees its raylet die
+at once, then waits out Ray's fixed 60 s timeout reporting that death to the dead GCS before it
+exits. They hold nothing of the run's."""
+
+
+def _session_alive(sid: int) -> list[int]:
+    """The processes of session `sid` that still run, zombies and `RAY_AGENTS` left out (Ray's
+    workers lead process groups of their own, in the driver's session)."""
     alive = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").split()
         except (OSError, IndexError):
             continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
+        agent = bool(command) and command[0].decode(errors="replace") in RAY_AGENTS
+        if fields[0] != "Z" and int(fields[3]) == sid and not agent:
             alive.append(int(stat.parent.name))
     return alive
 
@@ -163,14 +172,15 @@ def interrupted(tmp_path_factory) -> Interrupted:
     ctrl_c_step = _newest_step(workdir)
 
     # Driver loss: SIGKILL to the driver alone, once it wrote a checkpoint of its own; its
-    # local Ray runtime (the stage's process, Ray Train's workers) dies with it.
+    # local Ray runtime (the stage's process, Ray Train's workers) dies with it, but for
+    # Ray's agents (`RAY_AGENTS`).
     proc = _start(args, logs / "killed.log")
     _when_a_checkpoint_after(proc, workdir, ctrl_c_step)
     proc.kill()
     proc.wait(timeout=60)
     deadline = time.time() + 120
-    while _group_alive(proc.pid):
-        assert time.time() < deadline, f"{_group_alive(proc.pid)} outlived their driver"
+    while _session_alive(proc.pid):
+        assert time.time() < deadline, f"{_session_alive(proc.pid)} outlived their driver"
         time.sleep(0.2)
     killed = _completed(proc, logs / "killed.log")
     killed_step = _newest_step(workdir)
