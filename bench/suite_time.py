@@ -3,9 +3,10 @@ wall time and the CPU seconds of every process it started.
 
     .venv/bin/python bench/suite_time.py --reference ../lmforge-0.1.0
 
-The reference is a checkout of another version with its `.venv` built and its test tools
-installed (`make test` run there once): like here, its bootstrap is not timed, only `make test`
-with everything in place. The reference runs first, then this checkout.
+The reference is a checkout of another version with its `.venv` built (`make demo` or `make
+test` run there once). Each side's bootstrap is brought up to date first, untimed (`make
+--bootstrap`, the Makefile's stamp of the test tools): only `make test` with everything in place
+is timed. The reference runs first, then this checkout.
 
 Each side runs as a child of this process, which makes itself the child subreaper: a process the
 suite leaves orphaned (a Ray runtime whose driver was killed, a server a test started) is
@@ -68,6 +69,13 @@ def counts(output: str) -> dict[str, int]:
     return found
 
 
+def bootstrap(checkout: Path, target: str) -> None:
+    """`make target` in `checkout`, untimed: whatever of the bootstrap is out of date."""
+    done = subprocess.run(["make", target], cwd=checkout, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"suite_time: `make {target}` failed in {checkout}:\n{done.stdout[-2000:]}")
+
+
 def time_suite(checkout: Path, command: list[str], log: Path, settle_s: float) -> dict:
     """`command` in `checkout`: minutes, CPU seconds of all its processes, pytest's counts."""
     cpu_before, start = children_cpu_s(), time.time()
@@ -93,6 +101,7 @@ def main() -> None:
     parser.add_argument("--reference", type=Path, required=True, help="a checkout to compare")
     parser.add_argument("--command", default="make test", help="what to time on each side")
     parser.add_argument("--settle", type=float, default=180.0, help="seconds to wait for leftovers")
+    parser.add_argument("--bootstrap", default=".venv/.installed-dev", help="make target, untimed")
     args = parser.parse_args()
     if not (args.reference / ".venv").is_dir():
         sys.exit(f"suite_time: {args.reference} has no .venv: run `make test` there once first")
@@ -100,6 +109,8 @@ def main() -> None:
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit("suite_time: cannot become the child subreaper: CPU seconds would miss orphans")
     command = args.command.split()
+    for checkout in (args.reference, REPO):
+        bootstrap(checkout, args.bootstrap)
     logs = Path(tempfile.mkdtemp(prefix="suite-time-"))
     reference = time_suite(args.reference.resolve(), command, logs / "reference.log", args.settle)
     print(f"reference: {json.dumps(reference)}", flush=True)
