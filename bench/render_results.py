@@ -56,6 +56,7 @@ ORDER = (
     "generate_throughput",
     "estimate_accuracy",
     "scaling_law",
+    "suite_time",
 )
 HEADLINE = {
     "train_throughput": (
@@ -132,6 +133,17 @@ HEADLINE = {
         "rel_error",
         "baseline_rel_error",
         "wall_s",
+    ),
+    "suite_time": (
+        "lmforge",
+        "reference",
+        "ratio",
+        "passed",
+        "failed",
+        "reference_passed",
+        "cpu_s",
+        "reference_cpu_s",
+        "busy",
     ),
 }
 
