@@ -34,6 +34,17 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
+def session_stats(sid: int) -> dict[int, list[str]]:
+    """Pid -> /proc stat fields (from the state on) of every process of session `sid`, zombies
+    included."""
+    found = {}
+    for entry in os.scandir("/proc"):
+        fields = _stat_fields(int(entry.name)) if entry.name.isdigit() else None
+        if fields and int(fields[3]) == sid:
+            found[int(entry.name)] = fields
+    return found
+
+
 def tree_pids(root: int) -> list[int]:
     """`root` and all its live descendants."""
     children = _children()

@@ -40,6 +40,9 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling: /proc's CPU fields
+from cpu_accounting import TICK, session_stats  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 SAMPLE_S = 0.2
@@ -47,6 +50,8 @@ SAMPLE_S = 0.2
 
 class CpuGroup:
     """A fresh cgroup that the timed command joins as it starts, and its CPU seconds."""
+
+    scope = "cgroup"
 
     def __init__(self, name: str) -> None:
         v1 = CGROUP_ROOT / "cpuacct"
@@ -57,9 +62,15 @@ class CpuGroup:
             self.path, self.usage = CGROUP_ROOT / own / name, "cpu.stat"
         self.path.mkdir()
 
-    def join(self) -> None:
-        """Move the calling process into the group (a `preexec_fn`)."""
+    def popen_options(self) -> dict:
+        return {"preexec_fn": self._join}
+
+    def _join(self) -> None:
+        """Move the calling process into the group."""
         (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def started(self, pid: int) -> None:
+        pass
 
     def seconds(self) -> float:
         text = (self.path / self.usage).read_text()
@@ -70,13 +81,15 @@ class CpuGroup:
     def alive(self) -> bool:
         return bool((self.path / "cgroup.procs").read_text().split())
 
-    def remove(self) -> None:
+    def close(self) -> None:
         with contextlib.suppress(OSError):
             self.path.rmdir()
 
 
 class SessionSampler(threading.Thread):
-    """CPU seconds of the processes of one session, sampled every `SAMPLE_S`."""
+    """CPU seconds of the processes of the command's session, sampled every `SAMPLE_S`."""
+
+    scope = "session-sampled"
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
@@ -84,32 +97,32 @@ class SessionSampler(threading.Thread):
         self.cpu: dict[tuple[int, str], float] = {}
         self.done = threading.Event()
 
+    def popen_options(self) -> dict:
+        return {"start_new_session": True}
+
+    def started(self, pid: int) -> None:
+        """The command runs as `pid`, the leader of its session: sample from now on."""
+        self.sid = pid
+        self.start()
+
     def run(self) -> None:
-        tick = os.sysconf("SC_CLK_TCK")
         while not self.done.is_set():
-            for stat in Path("/proc").glob("[0-9]*/stat"):
-                try:
-                    fields = stat.read_text().rsplit(")", 1)[1].split()
-                except (OSError, IndexError):
-                    continue
-                if self.sid is not None and int(fields[3]) == self.sid:
-                    key = (int(stat.parent.name), fields[19])  # pid and start time
-                    self.cpu[key] = (int(fields[11]) + int(fields[12])) / tick
+            for pid, fields in session_stats(self.sid).items():
+                # keyed by pid and start time; utime and stime are stat's fields 14 and 15
+                self.cpu[(pid, fields[19])] = (int(fields[11]) + int(fields[12])) / TICK
             time.sleep(SAMPLE_S)
 
     def alive(self) -> bool:
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            with contextlib.suppress(OSError, IndexError):
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-                if fields[0] != "Z" and int(fields[3]) == self.sid:
-                    return True
-        return False
+        return any(fields[0] != "Z" for fields in session_stats(self.sid).values())
 
     def seconds(self) -> float:
         return sum(self.cpu.values())
 
+    def close(self) -> None:
+        self.done.set()
 
-def wait_for_leftovers(meter, settle_s: float) -> None:
+
+def wait_for_leftovers(meter: CpuGroup | SessionSampler, settle_s: float) -> None:
     """Until what the command left running has ended, at most `settle_s`."""
     deadline = time.time() + settle_s
     while meter.alive() and time.time() < deadline:
@@ -139,27 +152,20 @@ def bootstrap(checkout: Path, target: str) -> None:
 def time_suite(checkout: Path, command: list[str], log: Path, settle_s: float) -> dict:
     """`command` in `checkout`: minutes, CPU seconds of all its processes, pytest's counts."""
     try:
-        meter, scope = CpuGroup(f"suite-time-{os.getpid()}-{checkout.name}"), "cgroup"
-        start_in = {"preexec_fn": meter.join}
+        meter: CpuGroup | SessionSampler = CpuGroup(f"suite-time-{os.getpid()}-{checkout.name}")
     except OSError:
-        meter, scope = SessionSampler(), "session-sampled"
-        meter.start()
-        start_in = {"start_new_session": True}
+        meter = SessionSampler()
     start = time.time()
     with log.open("w") as out:
         proc = subprocess.Popen(
-            command, cwd=checkout, stdout=out, stderr=subprocess.STDOUT, **start_in
+            command, cwd=checkout, stdout=out, stderr=subprocess.STDOUT, **meter.popen_options()
         )
-        if scope == "session-sampled":
-            meter.sid = proc.pid
+        meter.started(proc.pid)
         proc.wait()
     wall = time.time() - start
     wait_for_leftovers(meter, settle_s)
     cpu = meter.seconds()
-    if scope == "cgroup":
-        meter.remove()
-    else:
-        meter.done.set()
+    meter.close()
     output = log.read_text(errors="replace")
     if proc.returncode != 0:
         print(output[-4000:], file=sys.stderr)
@@ -167,7 +173,7 @@ def time_suite(checkout: Path, command: list[str], log: Path, settle_s: float) -
         "minutes": round(wall / 60, 2),
         "cpu_s": round(cpu, 1),
         "busy": round(cpu / wall / os.cpu_count(), 2),
-        "cpu_scope": scope,
+        "cpu_scope": meter.scope,
         "returncode": proc.returncode,
         **counts(output),
     }
