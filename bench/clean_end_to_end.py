@@ -19,7 +19,7 @@ one), ids numbered in corpus order.
   process (`--datatrove-side`).
 
 CPU time counts every process. lmforge: /proc of this process's tree (`cpu_accounting.py`: the
-driver, GCS, raylet, dashboard, every worker, reaped ones through their parent's cutime) over the
+driver, GCS, raylet, dashboard, every worker; the stage's workers live to its end) over the
 stage, Ray started and its workers up beforehand; `ratio_with_startup` counts Ray's start and the
 MLflow store's creation too. datatrove: the child's and its workers' rusage, less the child's
 interpreter start and imports (also counted in `ratio_with_startup`); the bench makes itself the
