@@ -8,17 +8,48 @@ every run on two cores). Here the entry point imports `worker` only once it runs
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
 
 from lmforge.pipeline.training.train_config import TrainConfig
+
+HIDDEN_FROM_DEEPSPEED = ("mlflow",)
+"""What DeepSpeed imports for a feature lmforge never uses: its autotuner imports MLflow whenever
+it is installed, 1.5-1.7 CPU-s of every rank's start on two cores. Only rank 0 of a tracked run
+logs to MLflow, and it imports MLflow when it opens its client."""
 
 
 def train_loop_per_worker(config: dict) -> None:
     """Ray Train entry point; `config["payload"]` is a `payload.TrainingPayload`."""
-    name_deepspeed_accelerator(config["payload"].train)
-    from lmforge.pipeline.training.worker import run_worker
+    payload = config["payload"]
+    run_worker = import_worker(payload.train)
+    run_worker(payload)
 
-    run_worker(config["payload"])
+
+def import_worker(cfg: TrainConfig) -> Callable:
+    """`worker.run_worker`, its training stack imported for a run of `cfg`."""
+    name_deepspeed_accelerator(cfg)
+    with hidden_modules(HIDDEN_FROM_DEEPSPEED):
+        from lmforge.pipeline.training.worker import run_worker
+    return run_worker
+
+
+@contextlib.contextmanager
+def hidden_modules(names: Iterable[str]) -> Iterator[None]:
+    """Inside, importing any of `names` not yet loaded fails with ImportError (Python's rule for a
+    `None` entry in `sys.modules`), so a library's optional import of it is skipped; afterwards
+    they import as usual."""
+    hidden = [name for name in names if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, "") is None:
+                del sys.modules[name]
 
 
 def name_deepspeed_accelerator(cfg: TrainConfig) -> None:

@@ -5,7 +5,9 @@ worker (4.5 s on the critical path of every run on two cores, and about 60 MB of
 from __future__ import annotations
 
 import os
+import sys
 
+import pytest
 from import_check import loaded_by_import
 
 from lmforge.pipeline.training.payload import TrainingPayload
@@ -26,24 +28,47 @@ def test_ray_train_is_given_the_light_entry_point():
     assert train_loop_per_worker.__module__ == "lmforge.pipeline.training.worker_entry"
 
 
-def test_a_cpu_run_names_deepspeeds_accelerator_so_no_rank_warns_of_a_missing_gpu():
+def test_a_cpu_rank_names_deepspeeds_accelerator_and_imports_no_mlflow_until_it_logs():
+    """No rank warns of a missing GPU; DeepSpeed's autotuner does not import MLflow into every
+    rank, and MLflow still imports where rank 0 logs."""
     import subprocess
     import sys
 
     code = (
+        "import sys\n"
         "from lmforge.pipeline.training.train_config import TrainConfig\n"
-        "from lmforge.pipeline.training.worker_entry import name_deepspeed_accelerator\n"
-        "name_deepspeed_accelerator(TrainConfig(use_gpu=False))\n"
+        "from lmforge.pipeline.training.worker_entry import import_worker\n"
+        "import_worker(TrainConfig(use_gpu=False))\n"
+        "print('deepspeed', 'deepspeed' in sys.modules, 'mlflow', 'mlflow' in sys.modules)\n"
         "from deepspeed.accelerator import get_accelerator\n"
         "print('accelerator', get_accelerator()._name)\n"
+        "import mlflow\n"
+        "print('tracking', mlflow.MlflowClient.__name__)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "DS_ACCELERATOR"}
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
     )
     assert proc.returncode == 0, proc.stderr
+    assert "deepspeed True mlflow False" in proc.stdout
     assert "accelerator cpu" in proc.stdout
+    assert "tracking MlflowClient" in proc.stdout
     assert "unable to detect" not in proc.stdout + proc.stderr
+
+
+def test_a_hidden_module_fails_to_import_inside_and_imports_after():
+    from lmforge.pipeline.training.worker_entry import hidden_modules
+
+    sys.modules.pop("colorsys", None)
+    with hidden_modules(["colorsys", "json"]):
+        with pytest.raises(ImportError):
+            import colorsys  # noqa: F401
+        import json  # loaded before: left alone
+
+        assert json.dumps([1]) == "[1]"
+    import colorsys
+
+    assert colorsys.rgb_to_hsv(0, 0, 0) == (0.0, 0.0, 0.0)
 
 
 def test_a_gpu_run_or_a_named_accelerator_is_left_to_deepspeed(monkeypatch):
