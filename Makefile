@@ -56,7 +56,8 @@ test: $(DEV_STAMP)
 
 check: $(DEV_STAMP)
 	@$(COMPILE_SRC)
-	$(BIN)/python -m pytest -q -rs -m "not slow" --durations=15 tests
+	$(BIN)/python -m pytest -q -rs -n $(TEST_WORKERS) --no-loadscope-reorder -m "not slow" \
+		--durations=15 tests
 
 # ruff, then the architecture's checks (each prints one line per breach; tests/unit/infra tests
 # them): the import contracts, the layout's limits, the dependencies as declared; then the
