@@ -28,24 +28,27 @@ def _stat_fields(pid: int) -> list[str] | None:
     return stat[stat.rindex(")") + 2 :].split()  # fields from 3 (state) on; the name may hold ')'
 
 
+def _all_stats() -> dict[int, list[str]]:
+    """Pid -> /proc stat fields (from the state on) of every process of the machine."""
+    found = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and (fields := _stat_fields(int(entry.name))):
+            found[int(entry.name)] = fields
+    return found
+
+
 def _children() -> dict[int, list[int]]:
     """Parent pid -> child pids, over every process of the machine."""
     tree: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and (fields := _stat_fields(int(entry.name))):
-            tree.setdefault(int(fields[1]), []).append(int(entry.name))
+    for pid, fields in _all_stats().items():
+        tree.setdefault(int(fields[1]), []).append(pid)
     return tree
 
 
 def session_stats(sid: int) -> dict[int, list[str]]:
     """Pid -> /proc stat fields (from the state on) of every process of session `sid`, zombies
     included."""
-    found = {}
-    for entry in os.scandir("/proc"):
-        fields = _stat_fields(int(entry.name)) if entry.name.isdigit() else None
-        if fields and int(fields[3]) == sid:
-            found[int(entry.name)] = fields
-    return found
+    return {pid: fields for pid, fields in _all_stats().items() if int(fields[3]) == sid}
 
 
 def tree_pids(root: int) -> list[int]:
