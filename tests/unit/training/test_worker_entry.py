@@ -32,7 +32,6 @@ def test_a_cpu_rank_names_deepspeeds_accelerator_and_imports_no_mlflow_until_it_
     """No rank warns of a missing GPU; DeepSpeed's autotuner does not import MLflow into every
     rank, and MLflow still imports where rank 0 logs."""
     import subprocess
-    import sys
 
     code = (
         "import sys\n"
