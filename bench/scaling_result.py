@@ -41,8 +41,9 @@ def result_line(
     machine: str,
     command: str,
 ) -> dict:
-    """The bench's JSON line. `grid`: the fitted runs ({budget, loss, params}); `fit`: the
-    fit's `fit.json`; `heldout`: {budget, params, n_star, predicted_loss, measured_loss}."""
+    """The bench's JSON line. `grid`: the fitted runs ({budget, params, tokens, loss}); `fit`:
+    the fit's `fit.json`; `heldout`: {budget, params, tokens, n_star, predicted_loss,
+    measured_loss}."""
     law, intervals = fit["law"], fit["intervals"]
     sizes = [len({r["params"] for r in grid if r["budget"] == b}) for b in budgets]
     measured = heldout["measured_loss"]
@@ -64,6 +65,8 @@ def result_line(
         "measured_loss": round(measured, 4),
         "rel_error": round(rel_error(heldout["predicted_loss"], measured), 4),
         "baseline_rel_error": round(rel_error(baseline, measured), 4),
+        "heldout_tokens": int(heldout["tokens"]),
+        "points": [[int(r["params"]), int(r["tokens"]), round(float(r["loss"]), 4)] for r in grid],
         "wall_s": round(wall_s, 1),
         "machine": machine,
         "date": datetime.date.today().isoformat(),

@@ -12,6 +12,7 @@ from bench_modules import load_bench
 from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.chain import FilterChainConfig, build_filter_chain, run_chain
+from lmforge.pipeline.scaling.runs_input import runs_from_json
 
 bench = load_bench("scaling_law")
 corpus = load_bench("scaling_corpus")
@@ -109,7 +110,7 @@ def test_the_heldout_shape_is_within_ten_percent_of_n_star_when_the_family_has_o
 
 def test_the_result_line_has_the_issues_keys_and_errors():
     grid = [
-        {"budget": b, "params": n, "loss": loss}
+        {"budget": b, "params": n, "tokens": b / (6 * n), "loss": loss}
         for b, base in ((1e12, 4.0), (3e12, 3.5), (9e12, 3.0))
         for n, loss in ((1e5, base + 0.2), (2e5, base), (4e5, base + 0.1), (8e5, base + 0.3))
     ]
@@ -120,6 +121,7 @@ def test_the_result_line_has_the_issues_keys_and_errors():
     heldout = {
         "budget": 2.7e13,
         "params": 300_000,
+        "tokens": 15_000_000.0,
         "n_star": 290_000.4,
         "predicted_loss": 2.6,
         "measured_loss": 2.5,
@@ -143,6 +145,15 @@ def test_the_result_line_has_the_issues_keys_and_errors():
     assert line["baseline_rel_error"] == pytest.approx(0.0, abs=1e-4)
     assert line["heldout_params"] == 300_000 and line["n_star"] == 290_000
     assert line["wall_s"] == 2700.0 and line["bench"] == "scaling_law"
+    # the fitted runs, as `scaling fit --runs` reads them: a line refits without training
+    assert line["heldout_tokens"] == 15_000_000 and len(line["points"]) == 12
+    assert line["points"][0] == [100_000, int(1e12 / 6e5), 4.2]
+    runs = runs_from_json(
+        [dict(zip(("params", "tokens", "loss"), p, strict=True)) for p in line["points"]], "line"
+    )
+    fitted = sorted((g["params"], g["loss"]) for g in grid)
+    assert sorted((r.params, r.loss) for r in runs) == fitted
+    assert sorted({float(f"{r.budget:.3g}") for r in runs}) == [1e12, 3e12, 9e12]
     for key in ("E", "A", "B", "alpha", "beta", "heldout_budget", "predicted_loss", "date"):
         assert key in line
     json.dumps(line)
