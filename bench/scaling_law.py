@@ -2,17 +2,18 @@
 on a grid of runs over a real corpus, then one run at 3x the grid's largest budget is trained at
 the fit's N* and its measured loss is set against the fit's prediction.
 
-1. The corpus is real text that exists wherever lmforge is installed: the Python sources (code
-   and docstrings) under the virtualenv's site-packages, deduplicated by content, written as
-   JSONL shards (`scaling_corpus.py`). The default clean chain is made for web prose and would
-   drop most of it, so the bench runs clean with `CODE_FILTERS`: the language, Gopher quality and C4
-   filters off (code is not a natural language, its symbol and alphabetic-word ratios and its
-   lines without terminal punctuation are what code looks like), Gopher repetition relaxed
-   (closing brackets and `return` lines repeat, and so do the n-grams of identifiers and calls,
-   `self.assertEqual(`: of 42 MB, the web thresholds kept 24% of the characters and these 56%,
-   what normalisation removes included); length, normalisation, the blocklist and dedup as
-   they are. `lmforge run --until tokenize` cleans and tokenizes it once; every later run takes
-   those stages from the cache.
+1. The corpus is real text that exists wherever lmforge is installed: the Python sources (code and
+   docstrings) under the virtualenv's site-packages, deduplicated by content, written as JSONL
+   shards (`scaling_corpus.py`), with ids that put whole packages in validation (files of one
+   package share much of their text: a held-out score should not reward memorising it). The default
+   clean chain is made for web prose and would drop most of it, so the bench runs clean with
+   `CODE_FILTERS`: the language, Gopher quality and C4 filters off (code is not a natural language,
+   its symbol and alphabetic-word ratios and its lines without terminal punctuation are what code
+   looks like), Gopher repetition relaxed (closing brackets and `return` lines repeat, and so do
+   the n-grams of identifiers and calls, `self.assertEqual(`: of 42 MB, the web thresholds kept 24%
+   of the characters and these 56%, what normalisation removes included); length, normalisation,
+   the blocklist and dedup as they are. `lmforge run --until tokenize` cleans and tokenizes it
+   once; every later run takes those stages from the cache.
 2. A short throughput probe: the `pretrain` calibration case's lmforge training steps
    (`pipeline/estimate/calibration/training_steps.py`) on the tiny preset's model and layout,
    tokens/s x its FLOPs per token (`training_flops_per_token`) = this machine's training FLOP/s.
@@ -57,7 +58,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its siblings: corpus, JSON line
-from scaling_corpus import CODE_FILTERS, build_corpus, site_packages  # noqa: E402
+from scaling_corpus import (  # noqa: E402
+    CODE_FILTERS,
+    VAL_FRACTION,
+    build_corpus,
+    site_packages,
+)
 from scaling_result import machine_name, result_line  # noqa: E402
 
 HELDOUT_FACTOR = 3.0
@@ -118,14 +124,14 @@ HELDOUT_TOLERANCE = 0.10
 PROBE_STEPS = 30
 BASE = (
     "preset=tiny",
-    "data.val_fraction=0.05",
+    f"data.val_fraction={VAL_FRACTION}",
     "tokenizer.sample_bytes=16000000",
     "tokenizer.min_word_count=2",
     "tokenizer.vocab_size=1024",
     "model.n_head=8",
     "train.sequence_unlikelihood=0",
 )
-"""The tiny preset's family on the code corpus: 5% of the documents for validation (a few MB,
+"""The tiny preset's family on the code corpus: 5% of the packages for validation (a few MB,
 far more than the slice), the tokenizer on a 16 MB sample. A vocabulary of 1024 and heads 16
 wide (8 at the preset's width of 128) make the family's smallest shapes small and close together
 (one layer of width 32: 45k parameters, the head most of them), so a budget that 2 CPUs train in

@@ -13,6 +13,7 @@ from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.document import Document
 from lmforge.pipeline.filters.chain import FilterChainConfig, build_filter_chain, run_chain
 from lmforge.pipeline.scaling.runs_input import runs_from_json
+from lmforge.pipeline.sources.parquet_shards import split_of
 
 bench = load_bench("scaling_law")
 corpus = load_bench("scaling_corpus")
@@ -40,10 +41,30 @@ def test_the_corpus_is_every_source_once_in_jsonl_shards(tmp_path):
     rows = [
         json.loads(line) for f in sorted((tmp_path / "out").glob("*.jsonl")) for line in f.open()
     ]
-    assert [r["id"] for r in rows] == ["pkg/a.py", "pkg/b.py"]
+    assert [r["id"].split("#")[0] for r in rows] == ["pkg/a.py", "pkg/b.py"]
     assert rows[0]["text"] == SOURCE
     assert (stats.files, stats.shards) == (2, 1)
     assert stats.bytes == sum(len(r["text"].encode()) for r in rows)
+
+
+def test_validation_holds_whole_packages_as_cleans_split_assigns_them(tmp_path):
+    root = tmp_path / "site-packages"
+    for p in range(40):
+        (root / f"pkg{p}").mkdir(parents=True)
+        for m in range(5):
+            (root / f"pkg{p}" / f"m{m}.py").write_text(SOURCE + f"\nVALUE = {p * 10 + m}\n")
+    corpus.build_corpus([root], tmp_path / "out", target_bytes=10**7, val_fraction=0.2)
+    rows = [json.loads(line) for f in (tmp_path / "out").glob("*.jsonl") for line in f.open()]
+    sides: dict[str, set[str]] = {}
+    for row in rows:  # clean's own split of each id
+        sides.setdefault(row["id"].split("/")[0], set()).add(split_of(row["id"], 0.2))
+    assert len(sides) == 40 and all(len(s) == 1 for s in sides.values())
+    val = sum(s == {"val"} for s in sides.values())
+    assert 0 < val < 40  # some packages on each side, by the package's own hash
+    assert all(split_of(p, 0.2) == next(iter(s)) for p, s in sides.items())
+    assert any("#" in row["id"] for row in rows) and all(
+        row["id"].split("#")[0].endswith(".py") for row in rows
+    )
 
 
 def test_the_corpus_stops_at_its_target_size(tmp_path):
