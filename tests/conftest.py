@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from collected_ids import record_collected
+from cpu_by_test import register as register_cpu_by_test
 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -75,6 +76,7 @@ class TestGroups:
 
 
 def pytest_configure(config):
+    register_cpu_by_test(config)  # only with LMFORGE_CPU_BY_TEST set
     if config.pluginmanager.hasplugin("xdist"):  # its hook is unknown without it
         config.pluginmanager.register(TestGroups(), "lmforge-test-groups")
 
