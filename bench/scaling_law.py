@@ -38,11 +38,12 @@ All the grid's and the held-out's runs train the tiny preset's model family with
 prints progress, then last one JSON line: the grid (`budgets`, `shapes_per_budget`, `runs`), the
 law (`E`, `A`, `B`, `alpha`, `beta`, the frontier's exponents `a`, `b` with their 90% bootstrap
 intervals `a_interval`, `b_interval`), the held-out run (`heldout_budget`, `heldout_params`,
-`n_star`, `predicted_loss`, `measured_loss`, `rel_error`, `baseline_rel_error`,
-`heldout_tokens`), the whole bench's `wall_s`, and the fitted runs as `points` ([N, D, loss]
-each: `lmforge scaling fit --runs` reads them back as `{"params", "tokens", "loss"}`), so that
-a line can be refitted without training again. Goals (issue 67): rel_error <= 0.03,
-heldout_params within 10% of N*, at least 3 budgets x 4 shapes, under 60 minutes on 2 vCPUs.
+`n_star`, `predicted_loss`, `measured_loss`, `rel_error`, `baseline_rel_error`, `heldout_tokens`,
+`heldout_epochs`: how many times it read the training split), the whole bench's `wall_s`, and the
+fitted runs as `points` ([N, D, loss] each: `lmforge scaling fit --runs` reads them back as
+`{"params", "tokens", "loss"}`), so that a line can be refitted without training again. Goals
+(issue 67): rel_error <= 0.03, heldout_params within 10% of N*, at least 3 budgets x 4 shapes,
+under 60 minutes on 2 vCPUs.
 The method and the figures: docs/scaling.md.
 """
 
@@ -236,6 +237,7 @@ def heldout_run(fit: dict, budget: float, config: dict, overrides: list[str]) ->
         store.manifest("perplexity", keys["perplexity"]) or {},
         budget,
     )
+    tokenized = store.manifest("tokenize", keys["tokenize"]) or {}
     law = fit["law"]
     predicted = LawParameters(law["E"], law["A"], law["B"], law["alpha"], law["beta"]).loss(
         found.params, found.tokens
@@ -249,6 +251,7 @@ def heldout_run(fit: dict, budget: float, config: dict, overrides: list[str]) ->
         "predicted_loss": float(predicted),
         "measured_loss": found.loss,
         "tokens": found.tokens,
+        "train_tokens": tokenized["summary"]["train_tokens"],
     }
 
 

@@ -42,8 +42,9 @@ def result_line(
     command: str,
 ) -> dict:
     """The bench's JSON line. `grid`: the fitted runs ({budget, params, tokens, loss}); `fit`:
-    the fit's `fit.json`; `heldout`: {budget, params, tokens, n_star, predicted_loss,
-    measured_loss}."""
+    the fit's `fit.json`; `heldout`: {budget, params, tokens, train_tokens, n_star,
+    predicted_loss, measured_loss}, `train_tokens` the training split's (`heldout_epochs`: how
+    many times the held-out run read it, which the law does not price)."""
     law, intervals = fit["law"], fit["intervals"]
     sizes = [len({r["params"] for r in grid if r["budget"] == b}) for b in budgets]
     measured = heldout["measured_loss"]
@@ -66,6 +67,7 @@ def result_line(
         "rel_error": round(rel_error(heldout["predicted_loss"], measured), 4),
         "baseline_rel_error": round(rel_error(baseline, measured), 4),
         "heldout_tokens": int(heldout["tokens"]),
+        "heldout_epochs": round(heldout["tokens"] / heldout["train_tokens"], 2),
         "points": [[int(r["params"]), int(r["tokens"]), round(float(r["loss"]), 4)] for r in grid],
         "wall_s": round(wall_s, 1),
         "machine": machine,

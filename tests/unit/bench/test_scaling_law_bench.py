@@ -143,6 +143,7 @@ def test_the_result_line_has_the_issues_keys_and_errors():
         "budget": 2.7e13,
         "params": 300_000,
         "tokens": 15_000_000.0,
+        "train_tokens": 6_000_000,
         "n_star": 290_000.4,
         "predicted_loss": 2.6,
         "measured_loss": 2.5,
@@ -168,6 +169,7 @@ def test_the_result_line_has_the_issues_keys_and_errors():
     assert line["wall_s"] == 2700.0 and line["bench"] == "scaling_law"
     # the fitted runs, as `scaling fit --runs` reads them: a line refits without training
     assert line["heldout_tokens"] == 15_000_000 and len(line["points"]) == 12
+    assert line["heldout_epochs"] == 2.5  # 15M tokens over a 6M-token training split
     assert line["points"][0] == [100_000, int(1e12 / 6e5), 4.2]
     runs = runs_from_json(
         [dict(zip(("params", "tokens", "loss"), p, strict=True)) for p in line["points"]], "line"
