@@ -48,24 +48,45 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 SAMPLE_S = 0.2
 
 
+def own_cgroup(proc_cgroup: str) -> tuple[str, str]:
+    """(hierarchy folder under /sys/fs/cgroup, path in it) of the CPU accounting a process is
+    in, from the text of its /proc/PID/cgroup: v1's `cpuacct` where it is mounted, else v2's."""
+    unified = None
+    for line in proc_cgroup.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpuacct" in controllers.split(","):
+            return "cpuacct" if (CGROUP_ROOT / "cpuacct").is_dir() else controllers, path
+        if controllers == "":
+            unified = path
+    if unified is None:
+        raise OSError("no cpuacct or unified cgroup in /proc/self/cgroup")
+    return "", unified
+
+
+def own_cgroup_dir() -> Path:
+    """The folder of the cgroup this process's CPU is accounted in."""
+    hierarchy, path = own_cgroup(Path("/proc/self/cgroup").read_text())
+    return CGROUP_ROOT / hierarchy / path.lstrip("/")
+
+
 class CpuGroup:
-    """A fresh cgroup that the timed command joins as it starts, and its CPU seconds."""
+    """A fresh cgroup that the timed command joins as it starts, and its CPU seconds: in
+    `parent`, or v1's `cpuacct` root, or (cgroup v2) this process's own cgroup."""
 
     scope = "cgroup"
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, parent: Path | None = None) -> None:
         v1 = CGROUP_ROOT / "cpuacct"
-        if (v1 / "cpuacct.usage").exists():
-            self.path, self.usage = v1 / name, "cpuacct.usage"
-        else:  # cgroup v2: a child of this process's own cgroup
-            own = Path("/proc/self/cgroup").read_text().split("::", 1)[-1].strip().lstrip("/")
-            self.path, self.usage = CGROUP_ROOT / own / name, "cpu.stat"
+        if parent is None:
+            parent = v1 if (v1 / "cpuacct.usage").exists() else own_cgroup_dir()
+        self.path = parent / name
+        self.usage = "cpuacct.usage" if (parent / "cpuacct.usage").exists() else "cpu.stat"
         self.path.mkdir()
 
     def popen_options(self) -> dict:
-        return {"preexec_fn": self._join}
+        return {"preexec_fn": self.join}
 
-    def _join(self) -> None:
+    def join(self) -> None:
         """Move the calling process into the group."""
         (self.path / "cgroup.procs").write_text(str(os.getpid()))
 

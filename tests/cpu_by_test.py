@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import time
 import warnings
 from collections import defaultdict
@@ -28,51 +27,29 @@ from pathlib import Path
 import pytest
 
 ENV = "LMFORGE_CPU_BY_TEST"
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-
-
-def own_cgroup(proc_cgroup: str) -> tuple[str, str]:
-    """(hierarchy folder under /sys/fs/cgroup, path in it) of the CPU accounting this process is
-    in, from the text of /proc/self/cgroup: v1's `cpuacct` where it is mounted, else v2's."""
-    unified = None
-    for line in proc_cgroup.splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "cpuacct" in controllers.split(","):
-            return "cpuacct" if (CGROUP_ROOT / "cpuacct").is_dir() else controllers, path
-        if controllers == "":
-            unified = path
-    if unified is None:
-        raise OSError("no cpuacct or unified cgroup in /proc/self/cgroup")
-    return "", unified
-
-
-def usage_seconds(group: Path) -> float:
-    """CPU seconds of a cgroup and its descendants."""
-    if (group / "cpuacct.usage").exists():
-        return int((group / "cpuacct.usage").read_text()) / 1e9
-    stat = (group / "cpu.stat").read_text()
-    return int(re.search(r"usage_usec (\d+)", stat).group(1)) / 1e6
 
 
 class CpuByTest:
-    """The plugin: one cgroup for this pytest process, one JSON line per test."""
+    """The plugin: one cgroup for this pytest process (`bench/suite_time.py`'s `CpuGroup`, in
+    the cgroup the process was in), one JSON line per test."""
 
     def __init__(self, out: Path) -> None:
-        hierarchy, path = own_cgroup(Path("/proc/self/cgroup").read_text())
-        self.parent = CGROUP_ROOT / hierarchy / path.lstrip("/")
+        from bench_modules import load_bench
+
+        suite_time = load_bench("suite_time")
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-        self.group = self.parent / f"lmforge-tests-{worker}-{os.getpid()}"
-        self.group.mkdir()
-        (self.group / "cgroup.procs").write_text(str(os.getpid()))
+        name = f"lmforge-tests-{worker}-{os.getpid()}"
+        self.group = suite_time.CpuGroup(name, parent=suite_time.own_cgroup_dir())
+        self.group.join()
         self.out, self.worker = out, worker
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
-        cpu, wall = usage_seconds(self.group), time.monotonic()
+        cpu, wall = self.group.seconds(), time.monotonic()
         yield
         row = {
             "id": item.nodeid,
-            "cpu_s": round(usage_seconds(self.group) - cpu, 2),
+            "cpu_s": round(self.group.seconds() - cpu, 2),
             "wall_s": round(time.monotonic() - wall, 2),
             "worker": self.worker,
         }
@@ -81,10 +58,10 @@ class CpuByTest:
 
     def pytest_unconfigure(self, config):
         try:  # back to the parent, then the group removed (unless processes of a test live on)
-            (self.parent / "cgroup.procs").write_text(str(os.getpid()))
-            self.group.rmdir()
+            (self.group.path.parent / "cgroup.procs").write_text(str(os.getpid()))
         except OSError:
-            pass
+            return
+        self.group.close()
 
 
 def register(config: pytest.Config) -> None:

@@ -1,10 +1,14 @@
-"""tests/cpu_by_test.py: which cgroup a process accounts its CPU in, and the table by file."""
+"""tests/cpu_by_test.py: which cgroup a process accounts its CPU in (`bench/suite_time.py`'s
+lookup, which the plugin makes its group in), and the table by file."""
 
 from __future__ import annotations
 
 import json
 
-from cpu_by_test import by_file, main, own_cgroup
+from bench_modules import load_bench
+from cpu_by_test import by_file, main
+
+own_cgroup = load_bench("suite_time").own_cgroup
 
 V1 = "12:cpu,cpuacct:/user.slice/session-3.scope\n4:memory:/user.slice\n0::/user.slice\n"
 V2 = "0::/user.slice/user-1000.slice/session-3.scope\n"
