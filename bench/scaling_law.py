@@ -237,7 +237,7 @@ def heldout_run(fit: dict, budget: float, config: dict, overrides: list[str]) ->
         store.manifest("perplexity", keys["perplexity"]) or {},
         budget,
     )
-    tokenized = store.manifest("tokenize", keys["tokenize"]) or {}
+    train_tokens = store.manifest("tokenize", keys["tokenize"])["summary"]["train_tokens"]
     law = fit["law"]
     predicted = LawParameters(law["E"], law["A"], law["B"], law["alpha"], law["beta"]).loss(
         found.params, found.tokens
@@ -251,7 +251,7 @@ def heldout_run(fit: dict, budget: float, config: dict, overrides: list[str]) ->
         "predicted_loss": float(predicted),
         "measured_loss": found.loss,
         "tokens": found.tokens,
-        "train_tokens": tokenized["summary"]["train_tokens"],
+        "train_tokens": train_tokens,
     }
 
 
