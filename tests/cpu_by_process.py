@@ -30,6 +30,8 @@ XDIST_WORKER = "import sys;exec(eval(sys.stdin.readline()))"
 
 def kind_of(cmdline: list[str]) -> str:
     """What a process is, from its command line (argv, as /proc/PID/cmdline holds it)."""
+    if len(cmdline) == 1 and " " in cmdline[0]:  # a title written over argv: its words
+        cmdline = cmdline[0].split()
     if not cmdline:
         return "?"
     if cmdline[0].startswith("ray::"):  # a Ray worker's title: ray::Actor.method or ray::task

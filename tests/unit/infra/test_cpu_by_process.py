@@ -26,6 +26,7 @@ PY = "/work/.venv/bin/python3.11"
         ([PY, "-c", "import ray"], "python -c"),
         ([PY, "/x/ray/_private/log_monitor.py", "--logs-dir=/tmp"], "python log_monitor.py"),
         ([PY], "python"),
+        ([f"{PY} -c import sys; print(['/x/site-packages'])"], "python -c"),
         (["/x/ray/core/src/ray/raylet/raylet", "--raylet_socket_name=x"], "raylet"),
         ([], "?"),
     ],
