@@ -23,6 +23,9 @@ from lmforge.pipeline.scaling.runs_input import FinishedRun
 
 MIN_BUDGETS = 3
 MIN_SIZES = 3
+E_AT_ZERO = 0.01
+"""A fitted E under this share of the lowest loss run is E at its bound, 0: the runs do not pin
+the irreducible loss down, and the law keeps falling past them as steeply as across them."""
 LEVEL = 0.9
 FIT_FORMAT = 1
 
@@ -144,5 +147,16 @@ def fit_scaling_law(
         runs=runs,
         level=level,
         seed=seed,
-        notes=list(frontier.notes),
+        notes=[*frontier.notes, *_irreducible_loss_note(law, runs)],
     )
+
+
+def _irreducible_loss_note(law: LawParameters, runs: list[FinishedRun]) -> list[str]:
+    irreducible, lowest = law.E, min(r.loss for r in runs)
+    if irreducible >= E_AT_ZERO * lowest:
+        return []
+    return [
+        f"E fitted at about 0 ({irreducible:.2g}): the runs do not pin down the irreducible "
+        "loss, so the law's loss past the largest budget is likely too low; add a budget that "
+        "widens the grid's range of compute"
+    ]

@@ -138,3 +138,23 @@ def test_the_cli_refuses_an_unidentified_fit_in_one_line(tmp_path, capsys):
     code = main(["scaling", "fit", "--runs", str(tmp_path / "runs.json"), f"workdir={tmp_path}"])
     err = capsys.readouterr().err.strip()
     assert code != 0 and len(err.splitlines()) == 1 and "more budget" in err
+
+
+BENCH_GRID = [  # bench/scaling_law.py, 250 MB corpus, 2026-12-07: N, D, loss, 4 shapes a budget
+    (45536, 10102784, 3.8654), (105792, 4163584, 3.87), (215616, 2050048, 4.0464),
+    (434016, 1069056, 4.2826), (77520, 18132992, 3.5519), (165632, 8208384, 3.3539),
+    (434016, 3207168, 3.6256), (722848, 1943552, 3.8779), (165632, 24621056, 2.7741),
+    (315600, 12955648, 2.7773), (722848, 5832704, 3.1714), (1401264, 3080192, 3.5046),
+]  # fmt: skip
+
+
+def test_a_fit_whose_irreducible_loss_goes_to_zero_says_its_extrapolation_runs_low():
+    budgets = [3.257e12] * 4 + [9.771e12] * 4 + [2.931e13] * 4
+    grid = zip(BENCH_GRID, budgets, strict=True)
+    runs = [FinishedRun(n, d, loss, c, c) for (n, d, loss), c in grid]
+    fit = fit_scaling_law(runs, resamples=5)
+    assert fit.law.E < 0.01
+    (note,) = [n for n in fit.notes if n.startswith("E fitted at about 0")]
+    assert "likely too low" in note and "widens the grid's range of compute" in note
+    well_posed = fit_scaling_law(synthetic_runs(0, 0.002), resamples=5, starts=1)
+    assert not any(n.startswith("E fitted") for n in well_posed.notes)
