@@ -25,7 +25,8 @@ MIN_BUDGETS = 3
 MIN_SIZES = 3
 E_AT_ZERO = 0.01
 """A fitted E under this share of the lowest loss run is E at its bound, 0: the runs do not pin
-the irreducible loss down, and the law keeps falling past them as steeply as across them."""
+the irreducible loss down, and the law keeps falling past them as steeply as across them (a
+budget below the grid did not change that in `bench/scaling_law.py`'s runs)."""
 LEVEL = 0.9
 FIT_FORMAT = 1
 
@@ -157,6 +158,6 @@ def _irreducible_loss_note(law: LawParameters, runs: list[FinishedRun]) -> list[
         return []
     return [
         f"E fitted at about 0 ({irreducible:.2g}): the runs do not pin down the irreducible "
-        "loss, so the law's loss past the largest budget is likely too low; add a budget that "
-        "widens the grid's range of compute"
+        "loss, so the law's loss past the largest budget is likely too low; a budget above the "
+        "largest is what shows where the loss flattens"
     ]

@@ -155,6 +155,6 @@ def test_a_fit_whose_irreducible_loss_goes_to_zero_says_its_extrapolation_runs_l
     fit = fit_scaling_law(runs, resamples=5)
     assert fit.law.E < 0.01
     (note,) = [n for n in fit.notes if n.startswith("E fitted at about 0")]
-    assert "likely too low" in note and "widens the grid's range of compute" in note
+    assert "likely too low" in note and "a budget above the largest" in note
     well_posed = fit_scaling_law(synthetic_runs(0, 0.002), resamples=5, starts=1)
     assert not any(n.startswith("E fitted") for n in well_posed.notes)
