@@ -28,7 +28,7 @@ def _stat_fields(pid: int) -> list[str] | None:
     return stat[stat.rindex(")") + 2 :].split()  # fields from 3 (state) on; the name may hold ')'
 
 
-def _all_stats() -> dict[int, list[str]]:
+def all_stats() -> dict[int, list[str]]:
     """Pid -> /proc stat fields (from the state on) of every process of the machine."""
     found = {}
     for entry in os.scandir("/proc"):
@@ -40,7 +40,7 @@ def _all_stats() -> dict[int, list[str]]:
 def _children() -> dict[int, list[int]]:
     """Parent pid -> child pids, over every process of the machine."""
     tree: dict[int, list[int]] = {}
-    for pid, fields in _all_stats().items():
+    for pid, fields in all_stats().items():
         tree.setdefault(int(fields[1]), []).append(pid)
     return tree
 
@@ -48,7 +48,7 @@ def _children() -> dict[int, list[int]]:
 def session_stats(sid: int) -> dict[int, list[str]]:
     """Pid -> /proc stat fields (from the state on) of every process of session `sid`, zombies
     included."""
-    return {pid: fields for pid, fields in _all_stats().items() if int(fields[3]) == sid}
+    return {pid: fields for pid, fields in all_stats().items() if int(fields[3]) == sid}
 
 
 def tree_pids(root: int) -> list[int]:

@@ -23,6 +23,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_modules import load_bench
+
+cpu_accounting = load_bench("cpu_accounting")
 PROC = Path("/proc")
 XDIST_WORKER = "import sys;exec(eval(sys.stdin.readline()))"
 """How execnet starts a pytest-xdist worker: `python -c` with this code."""
@@ -67,21 +70,19 @@ class Seen:
     cpu_ticks: int
 
 
-def _read_stat(pid: str) -> tuple[str, int] | None:
-    """(start time, utime + stime) of a live process; None if it is gone or a kernel thread."""
-    try:
-        stat = (PROC / pid / "stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2 :].split()
-    if fields[1] == "2" or pid == "2":  # kthreadd's children
-        return None
-    return fields[19], int(fields[11]) + int(fields[12])
+def _cpu_ticks() -> dict[tuple[int, str], int]:
+    """(pid, start time) -> utime + stime of each live process but kernel threads
+    (`bench/cpu_accounting.py`'s reading of /proc)."""
+    return {
+        (pid, fields[19]): int(fields[11]) + int(fields[12])
+        for pid, fields in cpu_accounting.all_stats().items()
+        if fields[1] != "2" and pid != 2  # kthreadd and its children
+    }
 
 
-def _cmdline(pid: str) -> list[str] | None:
+def _cmdline(pid: int) -> list[str] | None:
     try:
-        raw = (PROC / pid / "cmdline").read_bytes()
+        raw = (PROC / str(pid) / "cmdline").read_bytes()
     except OSError:
         return None
     return [part.decode(errors="replace") for part in raw.split(b"\0") if part] or None
@@ -91,26 +92,17 @@ class Poller:
     """The processes that started after it, each with its kind and CPU ticks so far."""
 
     def __init__(self) -> None:
-        self.before = {key for key, _ in self._processes()}
-        self.seen: dict[tuple[str, str], Seen] = {}
-
-    @staticmethod
-    def _processes():
-        """((pid, start time), CPU ticks) of each live process."""
-        for pid in os.listdir(PROC):
-            stat = _read_stat(pid) if pid.isdigit() else None
-            if stat is not None:
-                yield (pid, stat[0]), stat[1]
+        self.before = set(_cpu_ticks())
+        self.seen: dict[tuple[int, str], Seen] = {}
 
     def sample(self) -> None:
-        for key, ticks in self._processes():
+        for key, ticks in _cpu_ticks().items():
             if key in self.before:
                 continue
-            pid = key[0]
             entry = self.seen.get(key)
             if entry is not None and entry.cpu_ticks == ticks:
                 continue
-            cmdline = _cmdline(pid)
+            cmdline = _cmdline(key[0])
             kind = kind_of(cmdline) if cmdline else "?"
             if entry is None:
                 self.seen[key] = Seen(kind, ticks)
@@ -120,7 +112,7 @@ class Poller:
                 entry.kind = kind
 
     def by_kind(self) -> list[dict]:
-        return by_kind(self.seen.values(), os.sysconf("SC_CLK_TCK"))
+        return by_kind(self.seen.values(), cpu_accounting.TICK)
 
 
 def by_kind(seen, ticks_per_s: int) -> list[dict]:

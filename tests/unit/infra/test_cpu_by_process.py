@@ -10,7 +10,7 @@ import time
 import pytest
 from cpu_by_process import XDIST_WORKER, Poller, Seen, by_kind, kind_of, specificity, table
 
-PY = "/work/.venv/bin/python3.11"
+PY = "python3.11"
 
 
 @pytest.mark.parametrize(
