@@ -12,6 +12,8 @@ Resuming is automatic: a worker failure restarts the workers from the last check
 to Ray Train (up to `train.max_failures` times), and a new call with the same `checkpoint_dir`
 continues from its newest valid checkpoint (an interrupted run, or a finished one whose
 `train.max_steps` was raised).
+
+With `train.local_mode` the one worker trains in this process instead (`local_mode`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ from lmforge.pipeline.training.checkpoint.marker import CheckpointError
 from lmforge.pipeline.training.checkpoint.ray_checkpoint import pointed_location
 from lmforge.pipeline.training.export import HFExport, export_checkpoint
 from lmforge.pipeline.training.fault import FaultInjection
+from lmforge.pipeline.training.local_mode import (
+    FINAL_LOCATION,
+    in_this_process,
+    quiet_local_mode_notice,
+)
 from lmforge.pipeline.training.payload import TrainingPayload
 from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.pipeline.training.trainer import PipelineTrainer
@@ -109,20 +116,26 @@ def run_pretraining(
         ),
         torch_config=TorchConfig(backend="nccl" if train_cfg.use_gpu else "gloo"),
     )
+    local = train_cfg.local_mode
     try:
-        result = trainer.fit()
+        with in_this_process() if local else contextlib.nullcontext():
+            result = trainer.fit()
     except Exception as exc:  # Ray Train raises its own error types; name the run and the fix
         raise PretrainingError(
             f"pretraining failed ({root_cause(exc)}). Checkpoints so far are in "
             f"{checkpoint_dir}; rerunning continues from the newest one."
         ) from exc
-    if result.checkpoint is None:
+    summary = dict(result.metrics or {})
+    if not local and result.checkpoint is None:
         raise PretrainingError("pretraining finished without reporting a checkpoint")
-    summary = dict(result.metrics)
+    location = summary.pop(FINAL_LOCATION, None) if local else None
     if summary.get("stopped_early_at") is not None:
         _remove_run_dir(str(storage_path), name)
         return summary
-    location = pointed_location(result.checkpoint)
+    if not local:
+        location = pointed_location(result.checkpoint)
+    if location is None:
+        raise PretrainingError("pretraining finished without reporting a checkpoint")
     try:
         exported = export_checkpoint(location, model_cfg, str(out_dir), hf_export)
     except CheckpointError as exc:
@@ -172,9 +185,10 @@ def scaling_config(cfg: TrainConfig) -> ScalingConfig:
     resources: dict[str, float] = {"CPU": cfg.cpus_per_worker}
     if cfg.use_gpu:
         resources["GPU"] = 1
-    return ScalingConfig(
-        num_workers=cfg.num_workers,
-        use_gpu=cfg.use_gpu,
-        resources_per_worker=resources,
-        placement_strategy=cfg.placement_strategy,
-    )
+    with quiet_local_mode_notice() if cfg.local_mode else contextlib.nullcontext():
+        return ScalingConfig(
+            num_workers=0 if cfg.local_mode else cfg.num_workers,  # 0: Ray Train's local mode
+            use_gpu=cfg.use_gpu,
+            resources_per_worker=resources,
+            placement_strategy=cfg.placement_strategy,
+        )

@@ -39,8 +39,9 @@ class PipelineTrainer(TorchTrainer):
     """A `TorchTrainer` that starts no `DatasetManager` when it was given no datasets, and asks
     no autoscaling coordinator for its workers where `RESOURCE_REQUESTS_ENV` is "0".
 
-    `_create_default_callbacks` and `_initialize_and_run_controller` are Ray Train v2's; under
-    another version the overrides are never called and the trainer is Ray Train's own.
+    `_create_default_callbacks`, `_initialize_and_run_controller` and `_get_local_controller`
+    are Ray Train v2's; under another version the overrides are never called and the trainer is
+    Ray Train's own.
     """
 
     def _create_default_callbacks(self):
@@ -54,6 +55,14 @@ class PipelineTrainer(TorchTrainer):
         if policy is not None and os.environ.get(RESOURCE_REQUESTS_ENV) == "0":
             controller_init_kwargs["scaling_policy"] = without_resource_requests(policy)
         return super()._initialize_and_run_controller(**controller_init_kwargs)
+
+    def _get_local_controller(self):
+        """In local mode (`local_mode`), Ray Train's plain local controller, not its torch one:
+        that one destroys the process group after every run, and DeepSpeed goes on using that
+        group in the process's next run. The caller sets up the group (`world_of_one`)."""
+        from ray.train.v2._internal.execution.local_mode.utils import LocalController
+
+        return LocalController(experiment_name=self.run_config.name, datasets=self.datasets)
 
 
 def without_dataset_callbacks(callbacks: list, datasets: dict | None) -> list:

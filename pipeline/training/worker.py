@@ -75,7 +75,8 @@ class WorkerRun:
             say(f"ZeRO-{payload.train.zero_stage} on one worker runs as ZeRO-0 (nothing to split)")
         self.device = _setup_device(self.cfg)
         share = None
-        if self.device.type == "cpu" and self.cfg.pin_cpus:
+        local = self.cfg.local_mode  # the process runs other tasks after: nothing process-wide
+        if self.device.type == "cpu" and self.cfg.pin_cpus and not local:
             share = pin_training_thread(
                 context.get_local_rank(), context.get_local_world_size(), self.cfg.cpus_per_worker
             )
@@ -100,7 +101,12 @@ class WorkerRun:
         )
         self.engine = build_engine(payload.model, self.cfg, self.world, self.device)
         # After the build: a ZeRO-3 build sets glibc's thresholds for its own work.
-        kept = self.cfg.keep_freed_memory and keep_freed_memory() and keeps_freed_memory(os.environ)
+        kept = (
+            self.cfg.keep_freed_memory
+            and not local
+            and keep_freed_memory()
+            and keeps_freed_memory(os.environ)
+        )
         self.freed_memory_kept = all_gather(bool(kept), self.world)
         """Each rank's: it keeps the memory its steps free (`train.keep_freed_memory`)."""
         self.times = StepTimes()
@@ -177,7 +183,8 @@ class WorkerRun:
         if self.saved_step != self.state.step:
             self.saver.save(self.state)
         final = self.saver.wait()
-        report_final(self._summary(final), self.rank, final.step, final.location)
+        summary = self._summary(final)
+        report_final(summary, self.rank, final.step, final.location, local=self.cfg.local_mode)
 
     def _train(self, prefetch: BatchPrefetcher | None) -> None:
         cfg = self.cfg

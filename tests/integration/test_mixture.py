@@ -23,6 +23,7 @@ QUICK = [
     "train.checkpoint_every=6",
     "train.sequence_unlikelihood_steps=2",
     "train.num_workers=1",  # one training rank: the mixture is in the index, not the ranks
+    "train.local_mode=true",  # in the stage's own task
     "eval.perplexity.max_tokens=2048",
     "eval.perplexity.max_documents=4",
     "eval.perplexity.bootstrap_samples=50",

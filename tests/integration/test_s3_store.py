@@ -37,10 +37,12 @@ def test_tiny_pipeline_with_its_store_in_a_bucket(s3_in_env, workdir):
     # The 40 documents make 462 training windows: the sample index's one pass covers the 20 x 16
     # windows of the first run and the 25 x 16 of the longer one (30 steps would need another
     # pass: sample_index would rerun too, larger, under the same key).
-    # One training rank: two resuming from the bucket are tests/fault/test_resume_matrix.py's.
+    # One training rank, in the stage's own task: two resuming from the bucket are
+    # tests/fault/test_resume_matrix.py's.
     args = [
         "run", f"workdir={workdir}", f"cluster.store_uri=s3://lmforge/{store}", *SHORT_TINY,
         *small_corpus(workdir.parent), *continuable, "train.num_workers=1",
+        "train.local_mode=true",
     ]  # fmt: skip
     with in_process_ray():
         lmforge_here(*args)

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.integration
 TOY = [
     "preset=tiny", "model.d_model=64", "model.n_layer=2", "model.d_ff=256",
     "model.block_size=64", "tokenizer.vocab_size=512", "train.global_batch_size=48",
-    "train.micro_batch_size=48", "train.num_workers=1", "train.sequence_unlikelihood=0",
+    "train.micro_batch_size=48", "train.num_workers=1", "train.local_mode=true",
+    "train.sequence_unlikelihood=0",
     "train.checkpoint_every=1000", "train.log_every=50",
 ]  # fmt: skip
 GRID = [

@@ -40,10 +40,11 @@ SHARED_STAGES = ("clean", "train_tokenizer", "tokenize", "sample_index")
 
 def common(corpus: list[str], workdir: Path) -> list[str]:
     # val_loss every 4 steps in both sweeps, so a 2x2 variant is a cache hit of the other sweep
-    # one training worker a variant: two variants train side by side on two CPUs
+    # one training worker a variant, in its stage's own task (`train.local_mode`): two variants
+    # train side by side on two CPUs
     return [
         "preset=tiny", *SHORT_TINY, *corpus, "train.eval_every=4", "train.num_workers=1",
-        f"workdir={workdir}", *UNTIL,
+        "train.local_mode=true", f"workdir={workdir}", *UNTIL,
     ]  # fmt: skip
 
 

@@ -48,6 +48,7 @@ UNKEYED: dict[str, object] = {
     "train.eval_every": 0,
     "train.eval_windows": 16,
     "train.stopped_at": None,
+    "train.local_mode": False,
 }
 """`model.*` and `train.*` keys added after 0.1.0, at the value that trains as 0.1.0 did: left
 out of the cache key and the lineage there (see `StageSpec.unkeyed`)."""
@@ -66,6 +67,7 @@ TRAJECTORY_NEUTRAL = (
     "keep_checkpoints",
     "log_every",
     "max_failures",
+    "local_mode",
     "peak_flops",
     "eval_every",
     "eval_windows",
@@ -95,6 +97,12 @@ def lineage_of(model: ModelConfig, train: TrainConfig, input_keys: dict[str, str
     return cache_key("pretrain-lineage", "1", config, input_keys)
 
 
+def cpus_of_stage(cfg: PretrainConfig) -> float:
+    """None when the stage drives Ray Train workers, which hold the CPUs; its one worker's when
+    it trains in its own task (`train.local_mode`)."""
+    return cfg.train.cpus_per_worker if cfg.train.local_mode else 0
+
+
 def _token_data(ctx: StageContext):
     """The token shards: tokenize's artifact, or in a mixture each source's, in its order."""
     data = ctx.inputs_of("tokenize")
@@ -114,7 +122,7 @@ def lineage_key(ctx: StageContext) -> str:
     parse_config=parse,
     version="1",
     unkeyed=UNKEYED,
-    num_cpus=0,  # it drives Ray Train workers, which hold the CPUs
+    cpus_of=cpus_of_stage,
 )
 def pretrain(ctx: StageContext) -> dict:
     lineage = lineage_key(ctx)

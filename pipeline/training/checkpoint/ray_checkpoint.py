@@ -16,12 +16,17 @@ import ray.train
 from ray.train import Checkpoint
 
 from lmforge.pipeline.training.checkpoint.marker import step_dir_name
+from lmforge.pipeline.training.local_mode import FINAL_LOCATION
 
 POINTER_FILE = "checkpoint.json"
 
 
-def report_final(metrics: dict, rank: int, step: int, location: str) -> None:
-    """Every worker calls it once, at the end, with the location of the final checkpoint."""
+def report_final(metrics: dict, rank: int, step: int, location: str, local: bool = False) -> None:
+    """Every worker calls it once, at the end, with the location of the final checkpoint; a
+    `local` run (Ray Train's local mode, which keeps no copy) reports it in its metrics."""
+    if local:
+        ray.train.report({**metrics, FINAL_LOCATION: location}, checkpoint=None)
+        return
     if rank != 0:
         ray.train.report(metrics, checkpoint=None)
         return

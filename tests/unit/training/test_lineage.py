@@ -32,6 +32,7 @@ def test_more_steps_continue_the_lineage_where_the_rate_ignores_them():
 
 def test_worker_count_and_zero_stage_never_change_it_and_the_trajectory_always_does():
     assert _lineage(num_workers=1, zero_stage=3) == _lineage()
+    assert _lineage(num_workers=1, local_mode=True) == _lineage()
     assert _lineage(lr=1e-3) != _lineage()
     assert _lineage(seed=1) != _lineage()
     other_data = dict(INPUTS, tokenize="d" * 16)
