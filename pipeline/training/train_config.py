@@ -122,10 +122,10 @@ class TrainConfig:
     max_failures: int = 2
     """Worker failures Ray Train recovers from (restart from the last checkpoint) per run."""
     local_mode: bool = False
-    """Train in the pretrain stage's own Ray task (Ray Train's local mode; one worker, on CPU)
-    instead of starting Ray Train's worker, controller and synchronisation actors: a small
-    model's pretrain starts seconds sooner. Without restarts after a failure (a rerun continues
-    from the newest checkpoint), CPU pinning or kept freed memory (`local_mode`)."""
+    """Train in the pretrain stage's own Ray task (Ray Train's local mode; one worker, on CPU,
+    as ZeRO-0) instead of starting Ray Train's worker, controller and synchronisation actors: a
+    small model's pretrain starts seconds sooner. Without restarts after a failure (a rerun
+    continues from the newest checkpoint), CPU pinning or kept freed memory (`local_mode`)."""
     precision: Literal["auto", "fp32", "bf16", "bf16_if_native", "bf16_if_native_except_amx"] = (
         "auto"
     )
@@ -176,6 +176,15 @@ class TrainConfig:
                 "train.local_mode trains one worker on CPU in the stage's own task: it needs "
                 f"train.num_workers=1 and train.use_gpu=false (got num_workers="
                 f"{self.num_workers}, use_gpu={str(self.use_gpu).lower()})"
+            )
+        if self.local_mode and engine_zero_stage(self.zero_stage, 1, self.offload_optimizer):
+            raise ValueError(
+                "train.local_mode runs DeepSpeed's ZeRO-0 engine, in a process that goes on to "
+                "run other tasks: it needs train.zero_stage 0, 1 or 2 without "
+                "train.offload_optimizer (ZeRO-3 replaces torch's linear function for good, "
+                f"offloading builds a CPU optimizer; got zero_stage={self.zero_stage}, "
+                "offload_optimizer="
+                f"{str(self.offload_optimizer).lower()})"
             )
         _choose("schedule", self.schedule, SCHEDULES)
         _choose("placement_strategy", self.placement_strategy, PLACEMENT_STRATEGIES)

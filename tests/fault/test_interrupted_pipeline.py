@@ -195,12 +195,11 @@ def interrupted(tmp_path_factory) -> Interrupted:
         _check_the_hf_export_equals_the_model(artifact)
 
         # The uninterrupted reference: the same trajectory from step 0 once the checkpoints to
-        # resume from are gone, on one worker in the stage's own task (`train.local_mode`; the
-        # same global batch and seed: neither the worker count nor where it runs changes the
-        # trajectory, but they change the cache key), which spares the start of Ray Train's
-        # actors and ZeRO-3's collectives at every step.
+        # resume from are gone, on one worker (the same global batch and seed: the worker count
+        # does not change the trajectory, but it changes the cache key), which spares a worker's
+        # start and ZeRO-3's collectives at every step.
         shutil.rmtree(workdir / "checkpoints")
-        lmforge_here("run", *args, "train.num_workers=1", "train.local_mode=true")
+        lmforge_here("run", *args, "train.num_workers=1")
         reference = status(workdir)["pretrain"]
     return Interrupted(
         workdir=workdir,

@@ -11,7 +11,9 @@ the same global batch and seed) or its own uninterrupted twin: the same loss at 
 - the reference's checkpoints in a bucket, the newest without its marker: each rank fetches
   only its own shards of the one before;
 - `train.compile` and `train.precision=bf16`, the GPU-only branches on CPU: a run whose
-  max_steps is raised continues from the checkpoint the first one wrote.
+  max_steps is raised continues from the checkpoint the first one wrote;
+- one worker in its task's own process (`train.local_mode`) trains the reference's trajectory,
+  twice in one process.
 
 Beside them, a run with the unlikelihood terms logs them to MLflow.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import uuid
 
 import pytest
@@ -41,6 +44,7 @@ from lmforge.pipeline.training.fault import FaultInjection
 from lmforge.pipeline.training.launch import PretrainingError
 
 pytestmark = pytest.mark.integration
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # its Ray task, by value
 
 
 @pytest.fixture(scope="module")
@@ -227,6 +231,33 @@ def test_two_ranks_on_one_node_resume_from_the_bucket(runs, reference, bucket):
     assert resumed["resumed_from_step"] == 8 and resumed["world_size"] == 2
     assert_same_losses(resumed["losses"], reference["losses"])
     assert not list(local_staging(uri).glob("rank-*")), "each rank removed its own downloads"
+
+
+def test_one_worker_in_local_mode_trains_the_reference_twice_in_one_process(runs, reference):
+    # Ray Train's local mode: no controller, synchronisation actor or worker actor; the second
+    # run in the same task process uses the group of one the first set up (DeepSpeed keeps it).
+    controllers_before = _actors_of_class("TrainController")
+    local = train_config(num_workers=1, local_mode=True)
+
+    @ray.remote(num_cpus=1)
+    def twice() -> tuple[dict, dict, int, list[int]]:
+        import torch
+
+        threads = [torch.get_num_threads()]
+        first = runs._train("local-first", local)
+        threads.append(torch.get_num_threads())
+        second = runs._train("local-second", local)
+        threads.append(torch.get_num_threads())
+        return first, second, os.getpid(), threads
+
+    first, second, pid, threads = ray.get(twice.remote())
+    for summary in (first, second):
+        assert summary["world_size"] == 1 and summary["resumed_from_step"] is None
+        assert_same_losses(summary["losses"], reference["losses"])
+    assert first["losses"] == second["losses"]
+    assert pid != os.getpid()  # trained in the task's process
+    assert threads[1:] == threads[:1] * 2, "torch's thread count put back after each run"
+    assert _actors_of_class("TrainController") == controllers_before
 
 
 def test_compile_and_bf16_train_on_cpu_and_their_checkpoint_resumes(runs, tmp_path):

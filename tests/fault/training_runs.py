@@ -9,9 +9,11 @@ that was given the larger max_steps from the start. The schedules are unit-teste
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 
 import numpy as np
+import ray.cloudpickle
 
 from lmforge.model.config import ModelConfig
 from lmforge.pipeline.training.data.sample_index import build_for_data
@@ -19,6 +21,9 @@ from lmforge.pipeline.training.launch import run_pretraining
 from lmforge.pipeline.training.train_config import TrainConfig
 from lmforge.tokenizer.shards import TokenShardWriter
 from lmforge.tokenizer.split_index import index_committed_shards
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+"""`Runs` goes to Ray tasks by value: their workers cannot import tests/ (`local_mode` runs)."""
 
 VOCAB = 64
 MODEL = ModelConfig(vocab_size=VOCAB, block_size=32, d_model=32, n_head=2, n_layer=2, d_ff=64)
@@ -80,6 +85,16 @@ class Runs:
         self.storage = root / "ray_storage"
 
     def train(self, name: str, cfg: TrainConfig, *, checkpoint_dir: Path | None = None, **kw):
+        """`run_pretraining` here; with `train.local_mode`, in a Ray task as the pretrain stage
+        runs it (the training then runs in that task's process, not this one)."""
+        if cfg.local_mode:
+            import ray
+
+            task = ray.remote(self._train).options(num_cpus=cfg.cpus_per_worker)
+            return ray.get(task.remote(name, cfg, checkpoint_dir=checkpoint_dir, **kw))
+        return self._train(name, cfg, checkpoint_dir=checkpoint_dir, **kw)
+
+    def _train(self, name: str, cfg: TrainConfig, *, checkpoint_dir: Path | None = None, **kw):
         return run_pretraining(
             model_cfg=MODEL,
             train_cfg=cfg,

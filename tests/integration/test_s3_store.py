@@ -37,12 +37,10 @@ def test_tiny_pipeline_with_its_store_in_a_bucket(s3_in_env, workdir):
     # The 40 documents make 462 training windows: the sample index's one pass covers the 20 x 16
     # windows of the first run and the 25 x 16 of the longer one (30 steps would need another
     # pass: sample_index would rerun too, larger, under the same key).
-    # One training rank, in the stage's own task: two resuming from the bucket are
-    # tests/fault/test_resume_matrix.py's.
+    # One training rank: two resuming from the bucket are tests/fault/test_resume_matrix.py's.
     args = [
         "run", f"workdir={workdir}", f"cluster.store_uri=s3://lmforge/{store}", *SHORT_TINY,
         *small_corpus(workdir.parent), *continuable, "train.num_workers=1",
-        "train.local_mode=true",
     ]  # fmt: skip
     with in_process_ray():
         lmforge_here(*args)
@@ -63,8 +61,9 @@ def test_tiny_pipeline_with_its_store_in_a_bucket(s3_in_env, workdir):
 
         shutil.rmtree(workdir / "cache")  # as on a fresh node: only the bucket holds the run
         shutil.rmtree(local_staging(checkpoints))
+        # Longer, in the stage's own task: it continues the Ray Train worker's checkpoint.
         longer = [a.replace("max_steps=20", "max_steps=25") for a in args]
-        lmforge_here(*longer)
+        lmforge_here(*longer, "train.local_mode=true")
     entries = status(workdir)
     states = {name: s["state"] for name, s in entries.items()}
     ran = {name for name, state in states.items() if state == "ran"}

@@ -63,6 +63,11 @@ def test_zero_1_and_2_on_one_worker_run_as_zero_0(stage, workers, offload, runs_
         ({"peak_flops": 0.0}, "peak_flops"),
         ({"local_mode": True, "num_workers": 2}, "local_mode .*num_workers=1"),
         ({"local_mode": True, "num_workers": 1, "use_gpu": True}, "local_mode .*use_gpu=false"),
+        ({"local_mode": True, "num_workers": 1, "zero_stage": 3}, "local_mode .*zero_stage=3"),
+        (
+            {"local_mode": True, "num_workers": 1, "zero_stage": 1, "offload_optimizer": True},
+            "local_mode .*offload_optimizer=true",
+        ),
     ],
 )
 def test_a_bad_value_is_rejected_naming_the_key(values, message):
