@@ -116,9 +116,8 @@ def run_pretraining(
         ),
         torch_config=TorchConfig(backend="nccl" if train_cfg.use_gpu else "gloo"),
     )
-    local = train_cfg.local_mode
     try:
-        with in_this_process() if local else contextlib.nullcontext():
+        with in_this_process() if train_cfg.local_mode else contextlib.nullcontext():
             result = trainer.fit()
     except Exception as exc:  # Ray Train raises its own error types; name the run and the fix
         raise PretrainingError(
@@ -126,16 +125,13 @@ def run_pretraining(
             f"{checkpoint_dir}; rerunning continues from the newest one."
         ) from exc
     summary = dict(result.metrics or {})
-    if not local and result.checkpoint is None:
+    location = summary.pop(FINAL_LOCATION, None)  # a local run's: Ray Train keeps no copy
+    if location is None and result.checkpoint is None:
         raise PretrainingError("pretraining finished without reporting a checkpoint")
-    location = summary.pop(FINAL_LOCATION, None) if local else None
     if summary.get("stopped_early_at") is not None:
         _remove_run_dir(str(storage_path), name)
         return summary
-    if not local:
-        location = pointed_location(result.checkpoint)
-    if location is None:
-        raise PretrainingError("pretraining finished without reporting a checkpoint")
+    location = location or pointed_location(result.checkpoint)
     try:
         exported = export_checkpoint(location, model_cfg, str(out_dir), hf_export)
     except CheckpointError as exc:

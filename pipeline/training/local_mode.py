@@ -10,10 +10,10 @@ first local run in a process sets up a group of one (gloo on an in-process store
 the process keeps it for its later local runs, because DeepSpeed keeps the group it first saw for
 the life of the process (a second run on a fresh group fails on the stale one); so the trainer
 uses Ray Train's plain local controller, not its torch one, which destroys the group after every
-run (`trainer.PipelineTrainer`). For the same
-reason the worker neither pins its thread nor keeps freed memory in local mode (`worker`), and
-its final checkpoint's location comes back in its metrics (`FINAL_LOCATION`): Ray Train keeps no
-copy of a local run's reported checkpoint, whose directory is gone once reported.
+run (`trainer.PipelineTrainer`). For the same reason the worker neither pins its thread nor keeps
+freed memory in local mode (`worker`). Its final checkpoint's location comes back in its metrics
+(`FINAL_LOCATION`): Ray Train keeps no copy of a local run's reported checkpoint, whose directory
+is gone once reported.
 """
 
 from __future__ import annotations

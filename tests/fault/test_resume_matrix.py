@@ -244,9 +244,9 @@ def test_one_worker_in_local_mode_trains_the_reference_twice_in_one_process(runs
         import torch
 
         threads = [torch.get_num_threads()]
-        first = runs._train("local-first", local)
+        first = runs.train("local-first", local)
         threads.append(torch.get_num_threads())
-        second = runs._train("local-second", local)
+        second = runs.train("local-second", local)
         threads.append(torch.get_num_threads())
         return first, second, os.getpid(), threads
 

@@ -23,7 +23,8 @@ from lmforge.tokenizer.shards import TokenShardWriter
 from lmforge.tokenizer.split_index import index_committed_shards
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-"""`Runs` goes to Ray tasks by value: their workers cannot import tests/ (`local_mode` runs)."""
+"""`Runs` goes to Ray tasks by value: their workers cannot import tests/ (a local-mode run trains
+in a task's process, as the pretrain stage's does)."""
 
 VOCAB = 64
 MODEL = ModelConfig(vocab_size=VOCAB, block_size=32, d_model=32, n_head=2, n_layer=2, d_ff=64)
@@ -85,16 +86,6 @@ class Runs:
         self.storage = root / "ray_storage"
 
     def train(self, name: str, cfg: TrainConfig, *, checkpoint_dir: Path | None = None, **kw):
-        """`run_pretraining` here; with `train.local_mode`, in a Ray task as the pretrain stage
-        runs it (the training then runs in that task's process, not this one)."""
-        if cfg.local_mode:
-            import ray
-
-            task = ray.remote(self._train).options(num_cpus=cfg.cpus_per_worker)
-            return ray.get(task.remote(name, cfg, checkpoint_dir=checkpoint_dir, **kw))
-        return self._train(name, cfg, checkpoint_dir=checkpoint_dir, **kw)
-
-    def _train(self, name: str, cfg: TrainConfig, *, checkpoint_dir: Path | None = None, **kw):
         return run_pretraining(
             model_cfg=MODEL,
             train_cfg=cfg,
