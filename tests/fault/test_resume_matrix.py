@@ -10,8 +10,9 @@ the same global batch and seed) or its own uninterrupted twin: the same loss at 
   ZeRO-3; that worker SIGKILLed, the run continues on 2 workers under ZeRO-1 again;
 - the reference's checkpoints in a bucket, the newest without its marker: each rank fetches
   only its own shards of the one before;
-- `train.compile` and `train.precision=bf16`, the GPU-only branches on CPU: a run whose
-  max_steps is raised continues from the checkpoint the first one wrote;
+- `train.compile` and `train.precision=bf16`, the GPU-only branches on CPU, on one worker in
+  its task's process: a run whose max_steps is raised continues from the checkpoint the first
+  one wrote;
 - one worker in its task's own process (`train.local_mode`) trains the reference's trajectory,
   twice in one process.
 
@@ -263,17 +264,23 @@ def test_one_worker_in_local_mode_trains_the_reference_twice_in_one_process(runs
 def test_compile_and_bf16_train_on_cpu_and_their_checkpoint_resumes(runs, tmp_path):
     # The GPU-only branches on CPU: `train.compile=true` (torch.compile through DeepSpeed's
     # `engine.compile()`) and `train.precision=bf16` (autocast); the loss falls, and a run whose
-    # max_steps is raised continues from the checkpoint the first run wrote. One worker: each
-    # rank compiles the graph on its own, and a second would only double that work.
-    options = {"compile": True, "precision": "bf16", "num_workers": 1}
+    # max_steps is raised continues from the checkpoint the first run wrote. One worker, in its
+    # task's own process (`train.local_mode`): the branches are the worker's, whoever starts it,
+    # and the second run reuses the first one's imports of the compiler.
+    options = {"compile": True, "precision": "bf16", "num_workers": 1, "local_mode": True}
     checkpoints = tmp_path / "checkpoints"
-    first = runs.train("compiled", train_config(max_steps=6, **options), checkpoint_dir=checkpoints)
+
+    @ray.remote(num_cpus=1)
+    def first_then_more() -> tuple[dict, dict]:
+        first = runs.train(
+            "compiled", train_config(max_steps=6, **options), checkpoint_dir=checkpoints
+        )
+        more = train_config(max_steps=10, **options)
+        return first, runs.train("compiled-more", more, checkpoint_dir=checkpoints)
+
+    first, resumed = ray.get(first_then_more.remote())
     assert first["steps"] == 6 and first["resumed_from_step"] is None
     assert first["final_loss"] < first["initial_loss"]
-
-    resumed = runs.train(
-        "compiled-more", train_config(max_steps=10, **options), checkpoint_dir=checkpoints
-    )
     assert resumed["resumed_from_step"] == 6 and resumed["steps"] == 10
     losses = resumed["losses"]
     assert losses[:6] == first["losses"]  # the history comes from the checkpoint
