@@ -13,7 +13,8 @@ One byte-level BPE tokenizer is trained on it once. Then, in one run, best of `-
   call our path makes, so the gap to it is the cost of packing and writing shards;
 - lmforge: `tokenize_partition` (encode_documents + packing + shard writing), one CPU;
 - lmforge_2cpu: two worker processes, one CPU each, each tokenizing half into its own shard.
-"One CPU" means the process is pinned to one core and `tokenizers` runs one rayon thread.
+"One CPU" means the process is pinned to one core: the references run one rayon thread, and
+lmforge's path encodes on the calling thread (`tokenize_partition`), as the stage's tasks do.
 Prints MB/s (MB = 10^6 bytes of UTF-8 text) and, as its last line, one JSON object.
 """
 
@@ -102,7 +103,7 @@ class TwoWorkers:
 def _worker(cpu: int, index: int, tok_dir: str, texts: list[str], out_dir: str, barrier, done):
     os.sched_setaffinity(0, {cpu})
     tok = Tokenizer.from_file(str(Path(tok_dir) / "tokenizer.json"))
-    tokenize_partition(tok, texts[:200], out_dir, "warmup", index)  # start rayon, load code
+    tokenize_partition(tok, texts[:200], out_dir, "warmup", index)  # load code, warm caches
     while True:
         try:
             barrier.wait()

@@ -1,13 +1,18 @@
 """Encode one partition of documents into one token shard: the unit of work of `tokenize`.
 
-The `tokenize` stage runs one call per partition (as a Ray task); this module knows nothing of
-Ray. `tokenizers` encodes each batch on a rayon thread pool sized to all CPUs of the machine:
-in a task that reserved fewer CPUs, set `RAYON_NUM_THREADS` in its environment to that count.
+The `tokenize` stage runs one call per partition (as a Ray task that reserves one CPU); this
+module knows nothing of Ray. A partition is encoded on the calling thread (`on_this_thread`):
+left to itself, `tokenizers` encodes each batch on a rayon pool that it sizes once per process to
+every core, so a task on one CPU would run as many threads as the machine has cores. Setting
+`RAYON_NUM_THREADS` instead only works in a process that never encoded before, which is a Ray
+task's own environment (a process started for it): each task would pay a process's start.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import os
+from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 
@@ -19,6 +24,24 @@ from lmforge.tokenizer.shards import ShardInfo, TokenShardWriter
 
 BATCH = 1024
 """Documents encoded per `encode_batch` call; bounds memory for partitions of any size."""
+
+PARALLELISM_ENV = "TOKENIZERS_PARALLELISM"
+"""Read by `tokenizers` at each batch call: "false" encodes the batch on the calling thread."""
+
+
+@contextlib.contextmanager
+def on_this_thread() -> Iterator[None]:
+    """Inside, `tokenizers` encodes on the calling thread; the caller's setting is put back after
+    (the process goes on to run other tasks, a tokenizer's training among them)."""
+    previous = os.environ.get(PARALLELISM_ENV)
+    os.environ[PARALLELISM_ENV] = "false"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(PARALLELISM_ENV, None)
+        else:
+            os.environ[PARALLELISM_ENV] = previous
 
 
 def tokenize_partition(
@@ -37,7 +60,7 @@ def tokenize_partition(
     """
     tok = tokenizer if isinstance(tokenizer, Tokenizer) else load_tokenizer(tokenizer)
     texts = iter(texts)
-    with TokenShardWriter(out_dir, split, index, tok.get_vocab_size()) as writer:
+    with on_this_thread(), TokenShardWriter(out_dir, split, index, tok.get_vocab_size()) as writer:
         while batch := list(islice(texts, batch_size)):
             writer.write_documents(encode_documents(tok, batch))
     assert writer.info is not None  # set when the with-block committed the shard

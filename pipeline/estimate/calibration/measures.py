@@ -128,10 +128,8 @@ def measure_tokenizer(root: Path, size: tuple[str, str, int]) -> list[dict]:
 
 
 def measure_tokenize(root: Path, size: tuple[float, int]) -> list[dict]:
-    """lmforge's tokenize path (`tokenize_partition`) on `mb` MB of documentation text, one
-    CPU, one rayon thread (tokenize_throughput's run); start-up left out."""
-    previous = os.environ.get("RAYON_NUM_THREADS")
-    os.environ["RAYON_NUM_THREADS"] = "1"  # before the first encode sizes the rayon pool
+    """lmforge's tokenize path (`tokenize_partition`, on the calling thread) on `mb` MB of
+    documentation text, one CPU (tokenize_throughput's run); start-up left out."""
     from lmforge.pipeline.estimate.calibration.tokenize_timing import (
         MB,
         documentation_corpus,
@@ -141,17 +139,11 @@ def measure_tokenize(root: Path, size: tuple[float, int]) -> list[dict]:
     from lmforge.tokenizer import TokenizerConfig, train_bpe
 
     mb, vocab = size
-    try:
-        texts = documentation_corpus(int(mb * MB))
-        tok = train_bpe(iter(texts[:2000]), TokenizerConfig(vocab_size=vocab))
-        out = root / f"tokenize-{mb}"
-        seconds = timed(lambda: lmforge_encode(tok, texts, out))
-        shutil.rmtree(out, ignore_errors=True)
-    finally:  # the pipeline runs that follow keep their own setting
-        if previous is None:
-            os.environ.pop("RAYON_NUM_THREADS", None)
-        else:
-            os.environ["RAYON_NUM_THREADS"] = previous
+    texts = documentation_corpus(int(mb * MB))
+    tok = train_bpe(iter(texts[:2000]), TokenizerConfig(vocab_size=vocab))
+    out = root / f"tokenize-{mb}"
+    seconds = timed(lambda: lmforge_encode(tok, texts, out))
+    shutil.rmtree(out, ignore_errors=True)
     text_bytes = sum(len(t.encode("utf-8")) for t in texts)
     found = {
         **Cluster(nodes=1, cpus_per_node=1).as_size(),

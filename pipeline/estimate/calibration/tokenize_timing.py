@@ -4,8 +4,7 @@ writing) on the same documents in the same batches.
 
 The text is Python's own English documentation (the `pydoc` help topics and the docstrings of
 the standard library, read with `ast`, nothing imported or downloaded), repeated to the size
-asked for. Time it with one rayon thread (`RAYON_NUM_THREADS=1` before the first encode) for
-one CPU's rate.
+asked for. `tokenize_partition` encodes on the calling thread: one CPU's rate.
 """
 
 from __future__ import annotations

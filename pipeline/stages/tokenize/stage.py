@@ -175,15 +175,15 @@ def tokenize(ctx: StageContext) -> dict:
     target = ctx.config.shard_mb * 1e6 * bytes_per_token / itemsize
     # Sent once, not once per task (with a bucket they carry their artifacts' manifests).
     clean_ref, tokenizer_ref = ray.put(clean_dir), ray.put(ctx.input("train_tokenizer"))
-    # tokenizers starts a rayon thread per core; one task holds one CPU, so one thread each.
+    # One CPU a task: `tokenize_partition` encodes on the task's thread (`on_this_thread`), so
+    # the tasks run in the workers the earlier stages left, not in workers started anew for an
+    # environment of their own.
     # Spread over the nodes by their CPUs (`node_spread`): Ray's default packs short tasks onto
     # the coordinator's node while it has room, and its SPREAD follows a resource view that lags, so
     # a cluster's other nodes could sit idle (seen in the private-nodes bucket test).
     across = ctx.inputs.get("dedup_across")  # in a mixture: rows a source before this one holds
     skip = SkipRows(across, ctx.source) if across is not None else None
-    remote = ray.remote(num_cpus=1, runtime_env={"env_vars": {"RAYON_NUM_THREADS": "1"}})(
-        _tokenize_group
-    )
+    remote = ray.remote(num_cpus=1)(_tokenize_group)
     plans = {split: _plan(clean_dir, split, target) for split in ("train", "val")}
     where = iter(spread_strategies(sum(len(groups) for groups in plans.values())))
     futures = {
