@@ -8,12 +8,12 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from collected_ids import record_collected
 from cpu_by_test import register as register_cpu_by_test
+from mlflow_server import running_mlflow_server
 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -187,44 +187,5 @@ def s3_env(s3_module, monkeypatch):
 @pytest.fixture
 def mlflow_server(tmp_path):
     """A real `mlflow server` on 127.0.0.1 (sqlite store) for the test: its URL."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--backend-store-uri",
-            f"sqlite:///{tmp_path / 'server.db'}",
-            "--default-artifact-root",
-            (tmp_path / "server-artifacts").as_uri(),
-            "--workers",
-            "1",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        # as infra/mlflow/start_server.sh runs a cluster's: without MLflow's job execution, whose
-        # consumers poll all the time for features lmforge does not use
-        env={"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ},
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                urllib.request.urlopen(url + "/health", timeout=2)
-                break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError("mlflow server did not start") from None
-                time.sleep(1)
+    with running_mlflow_server(tmp_path) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)

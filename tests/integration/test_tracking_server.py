@@ -18,20 +18,13 @@ import time
 
 import pytest
 from cli_runner import LMFORGE, in_process_ray, lmforge, lmforge_here, small_corpus, status
+from mlflow_server import running_mlflow_server
 
 from lmforge.pipeline.engine.commit_fault import KILL_AFTER_COMMIT
 from lmforge.pipeline.engine.run_records import RecordBook
 from lmforge.pipeline.engine.tracking import client
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(autouse=True)
-def no_mlflow_jobs(monkeypatch):
-    """The `mlflow server`s of this module without MLflow's job execution (huey consumers that
-    poll all the time, for GenAI features lmforge does not use), as infra/mlflow/start_server.sh
-    runs a cluster's: set before `mlflow_server` starts one."""
-    monkeypatch.setenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
 
 
 def _free_port() -> int:
@@ -52,6 +45,18 @@ def test_an_unreachable_tracking_server_is_one_clear_error(workdir):
     assert proc.returncode != 0
     last = proc.stdout.strip().splitlines()[-1]
     assert last.startswith("lmforge: error: cannot reach the MLflow tracking server")
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    """One real `mlflow server` for the module's tests (each reads only its own runs; a
+    server's start is about 10 CPU-seconds), without MLflow's job execution (huey consumers
+    that poll all the time, for GenAI features lmforge does not use), as
+    infra/mlflow/start_server.sh runs a cluster's."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+        with running_mlflow_server(tmp_path_factory.mktemp("mlflow-server")) as url:
+            yield url
 
 
 @pytest.fixture(scope="module")
