@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from collected_ids import record_collected
+from counting_s3 import reset
 from cpu_by_test import register as register_cpu_by_test
 from mlflow_server import running_mlflow_server
 
@@ -153,10 +154,17 @@ def s3_server():
 
 
 @pytest.fixture
-def s3():
-    """A fresh S3 server for the test (see `s3_server`)."""
-    with s3_server() as server:
-        yield server
+def s3(s3_module):
+    """The module's S3 server as a fresh one for the test: its bucket emptied and the bytes it
+    served (`counting_s3.served`) zeroed first. A server's start is about a CPU-second, and a
+    module's tests either all use this or all keep to prefixes of their own (`s3_module`)."""
+    env, client = s3_module
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket="lmforge"):
+        keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+        if keys:
+            client.delete_objects(Bucket="lmforge", Delete={"Objects": keys})
+    reset(env)
+    return s3_module
 
 
 @pytest.fixture
