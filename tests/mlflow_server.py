@@ -41,20 +41,26 @@ def running_mlflow_server(tmp_path: Path) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
         # as infra/mlflow/start_server.sh runs a cluster's: without MLflow's job execution, whose
         # consumers poll all the time for features lmforge does not use
-        env={"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ},
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                urllib.request.urlopen(url + "/health", timeout=2)
-                break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError("mlflow server did not start") from None
-                time.sleep(1)
+        wait_until_healthy(url, proc, "mlflow server", timeout_s=90)
         yield url
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def wait_until_healthy(url: str, proc: subprocess.Popen, name: str, timeout_s: float) -> None:
+    """Return once `url`/health answers; fail naming `name` if `proc` exits or `timeout_s`
+    passes first."""
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            urllib.request.urlopen(url + "/health", timeout=2)
+            return
+        except OSError:
+            assert proc.poll() is None, f"{name} exited"
+            assert time.time() < deadline, f"{name} did not answer within {timeout_s:.0f} s"
+            time.sleep(1)

@@ -21,13 +21,13 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from cli_runner import LMFORGE, in_process_ray, lmforge, lmforge_here, status, summary
 from dead_driver import dead_driver, orphan_pipeline
 from headless_chromium import HeadlessPage, chromium
+from mlflow_server import wait_until_healthy
 
 from lmforge.pipeline.config_tree import compose
 from lmforge.pipeline.engine.tracking import client
@@ -197,15 +197,7 @@ def ui_server(first_run):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                urllib.request.urlopen(url + "/health", timeout=2)
-                break
-            except OSError:
-                assert proc.poll() is None, "lmforge ui exited"
-                assert time.time() < deadline, "lmforge ui did not answer within 120 s"
-                time.sleep(1)
+        wait_until_healthy(url, proc, "lmforge ui", timeout_s=120)
         yield url
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -53,10 +53,8 @@ def mlflow_server(tmp_path_factory):
     server's start is about 10 CPU-seconds), without MLflow's job execution (huey consumers
     that poll all the time, for GenAI features lmforge does not use), as
     infra/mlflow/start_server.sh runs a cluster's."""
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
-        with running_mlflow_server(tmp_path_factory.mktemp("mlflow-server")) as url:
-            yield url
+    with running_mlflow_server(tmp_path_factory.mktemp("mlflow-server")) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
