@@ -11,13 +11,13 @@ task's own environment (a process started for it): each task would pay a process
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from itertools import islice
 from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from lmforge.environ import environ_set
 from lmforge.tokenizer.convention import encode_documents
 from lmforge.tokenizer.io import load_tokenizer
 from lmforge.tokenizer.shards import ShardInfo, TokenShardWriter
@@ -29,19 +29,10 @@ PARALLELISM_ENV = "TOKENIZERS_PARALLELISM"
 """Read by `tokenizers` at each batch call: "false" encodes the batch on the calling thread."""
 
 
-@contextlib.contextmanager
-def on_this_thread() -> Iterator[None]:
+def on_this_thread() -> contextlib.AbstractContextManager[None]:
     """Inside, `tokenizers` encodes on the calling thread; the caller's setting is put back after
     (the process goes on to run other tasks, a tokenizer's training among them)."""
-    previous = os.environ.get(PARALLELISM_ENV)
-    os.environ[PARALLELISM_ENV] = "false"
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(PARALLELISM_ENV, None)
-        else:
-            os.environ[PARALLELISM_ENV] = previous
+    return environ_set({PARALLELISM_ENV: "false"})
 
 
 def tokenize_partition(

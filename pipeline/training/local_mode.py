@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Iterator
+
+from lmforge.environ import environ_set
 
 FINAL_LOCATION = "final_checkpoint_location"
 """The metric of a local run's last report that holds its final checkpoint's location."""
@@ -39,19 +40,13 @@ def in_this_process() -> Iterator[None]:
     thread count and the environment put back after it."""
     import torch
 
-    saved = {name: os.environ.get(name) for name in RANK_ENV}
     threads = torch.get_num_threads()
-    os.environ.update(RANK_ENV)
     try:
-        world_of_one()
-        yield
+        with environ_set(RANK_ENV):
+            world_of_one()
+            yield
     finally:
         torch.set_num_threads(threads)
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def world_of_one() -> None:

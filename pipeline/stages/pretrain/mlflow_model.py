@@ -15,6 +15,8 @@ from pathlib import Path
 
 import mlflow.pyfunc
 
+from lmforge.environ import environ_set
+
 MODEL_CODE = Path(__file__).with_name("text_generator.py")
 """The model's code: MLflow runs this file on load, never unpickles a model object."""
 
@@ -58,23 +60,21 @@ def _quiet_mlflow():
     """Keep MLflow's advice for other use cases (type hints, input examples) and its download
     bars out of the pipeline's output."""
     logger = logging.getLogger("mlflow.pyfunc")
-    level, bar = logger.level, os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
+    level = logger.level
     logger.setLevel(logging.ERROR)
-    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
     try:
         # MLflow runs the model's code while logging, under its own "once" filter for user
         # warnings, so filters set here do not reach that advice: record and drop it instead.
-        with warnings.catch_warnings(record=True) as caught:
+        with (
+            environ_set({"MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}),
+            warnings.catch_warnings(record=True) as caught,
+        ):
             yield
         for w in caught:
             if not issubclass(w.category, UserWarning):
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     finally:
         logger.setLevel(level)
-        if bar is None:
-            os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
-        else:
-            os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = bar
 
 
 def _log_into(run_id, client, signature, pretrain_dir, tokenizer_dir) -> str:
