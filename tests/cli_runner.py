@@ -1,6 +1,12 @@
 """Running the real `lmforge` CLI: in a subprocess, as a user would (`lmforge`), or in this
 process (`lmforge_here`: `main(argv)`), where a subprocess would prove nothing more and cost a
-Python start and its imports; a run that starts Ray in this process ends with `in_process_ray`."""
+Python start and its imports.
+
+A run in this process starts a local Ray runtime, as `lmforge run` does, or uses the one already
+up (`ensure_ray`). That runtime stays up for the next test module marked `shares_ray` (and the
+stage tests): its start and its pooled workers' imports (MLflow, pyarrow, torch) are paid once
+for all of them. `tests/conftest.py` shuts it down before any other module. Where a test checks
+the runtime's own start (its token, or that none started), the calls run in `in_process_ray`."""
 
 from __future__ import annotations
 
@@ -80,12 +86,24 @@ class Called:
     stdout: str
 
 
+RUNTIME_SETTINGS = re.compile(
+    r"^(--ray-address$|\+?cluster\.(ray_address|num_cpus|local_dashboard)=)"
+)
+"""Arguments that choose the Ray runtime a run starts or attaches to."""
+
+
 def lmforge_here(*args: str, check: bool = True) -> Called:
-    """`lmforge ARGS...` as `main(argv)` in this process, its output captured."""
+    """`lmforge ARGS...` as `main(argv)` in this process, its output captured. A run that chooses
+    its Ray runtime (`RUNTIME_SETTINGS`) gets a runtime of its own (`in_process_ray`)."""
     from lmforge.pipeline.cli.main import main
 
+    own_runtime = any(RUNTIME_SETTINGS.match(arg) for arg in args)
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+    with (
+        in_process_ray() if own_runtime else contextlib.nullcontext(),
+        contextlib.redirect_stdout(printed),
+        contextlib.redirect_stderr(printed),
+    ):
         code = main(list(args))
     called = Called(code, printed.getvalue())
     if check and code != 0:
@@ -93,17 +111,31 @@ def lmforge_here(*args: str, check: bool = True) -> Called:
     return called
 
 
-@contextlib.contextmanager
-def in_process_ray() -> Iterator[None]:
-    """Around `lmforge_here` calls that run stages: the local Ray runtime the first one starts
-    serves the others, and is shut down after them (with the environment it set), so that the
-    next test in this process starts its own."""
+sharing_ray = False
+"""Whether the running test module is `shares_ray` (`tests/conftest.py` sets it at the module's
+start): a runtime up then may be one kept from an earlier module."""
+
+
+def stop_ray() -> None:
+    """Shut down this process's Ray runtime, if one is up, and put back the environment it set."""
+    if "ray" not in sys.modules:
+        return
     from lmforge.pipeline.cluster.ray_runtime import shutdown_ray
 
+    shutdown_ray()
+
+
+@contextlib.contextmanager
+def in_process_ray() -> Iterator[None]:
+    """Around `lmforge_here` calls that start a Ray runtime of their own: in a `shares_ray`
+    module, a runtime kept from another module is shut down first; the one the first call starts
+    serves the others and is shut down after them."""
+    if sharing_ray:
+        stop_ray()
     try:
         yield
     finally:
-        shutdown_ray()
+        stop_ray()
 
 
 RAY_WORKER_LINE = re.compile(r"^(\x1b\[[0-9;]*m)?\([^)]*pid=\d+")

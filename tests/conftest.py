@@ -10,7 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+import cli_runner
 import pytest
+from cli_runner import stop_ray
 from collected_ids import record_collected
 from counting_s3 import reset
 from cpu_by_test import register as register_cpu_by_test
@@ -23,6 +25,12 @@ os.environ.pop("MLFLOW_TRACKING_URI", None)
 
 SLOW_FOLDERS = ("integration", "fault")
 """Every test in these folders is `slow` (multi-process, whole pipeline), new ones included."""
+
+SHARES_RAY_FOLDERS = ("stages",)
+"""Every test module in these folders is `shares_ray`, new ones included."""
+
+SHARE_RAY_ENV = "LMFORGE_TEST_SHARED_RAY"
+"""`0`: every module starts Ray for itself, `shares_ray` or not (to measure what sharing saves)."""
 
 
 NODE_WIDE = (
@@ -87,19 +95,49 @@ def pytest_collection_modifyitems(config, items):
     test: `make check` leaves them out (`pytest -m "not slow"`); `make test` runs everything.
 
     The order: `NODE_WIDE`, then `LONGEST_FIRST`, the other slow files, the rest; parallel
-    workers take the test groups in this order (`--no-loadscope-reorder`)."""
+    workers take the test groups in this order (`--no-loadscope-reorder`). Within each, the
+    `shares_ray` files come first, one after another: each worker runs a stretch of them on one
+    Ray runtime."""
     record_collected(config, items)  # before `-m` and `-k` deselect: the suite's ids
     tests = Path(__file__).resolve().parent
-    rank: dict[str, int] = {}  # per test group, so that a file's tests stay together
+    rank: dict[str, tuple[int, bool]] = {}  # per test group: a file's tests stay together
     for item in items:
         if item.path.resolve().relative_to(tests).parts[0] in SLOW_FOLDERS or (
             item.get_closest_marker("integration")
         ):
             item.add_marker(pytest.mark.slow)
         unit = test_group(item.nodeid)
-        first = _start_rank(unit, item.get_closest_marker("slow") is not None)
+        first = (
+            _start_rank(unit, item.get_closest_marker("slow") is not None),
+            not shares_ray(item),
+        )
         rank[unit] = min(rank.get(unit, first), first)
     items.sort(key=lambda item: rank[test_group(item.nodeid)])  # stable within a rank
+
+
+def shares_ray(node: pytest.Item | pytest.Module) -> bool:
+    """Whether a test module (or a test's) runs on the Ray runtime kept from the module before
+    it (`cli_runner`)."""
+    if os.environ.get(SHARE_RAY_ENV) == "0":
+        return False
+    folder = node.path.resolve().relative_to(Path(__file__).resolve().parent).parts[0]
+    return folder in SHARES_RAY_FOLDERS or node.get_closest_marker("shares_ray") is not None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_between_modules(request):
+    """This process's Ray runtime: kept for a `shares_ray` module, shut down before any other
+    (which starts its own where it needs one, as each `lmforge` process does)."""
+    cli_runner.sharing_ray = shares_ray(request.node)
+    if not cli_runner.sharing_ray:
+        stop_ray()
+    yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ray_at_the_end():
+    yield
+    stop_ray()
 
 
 @pytest.fixture

@@ -90,8 +90,11 @@ def export_checkpoint(
 
 @ray.remote(max_retries=0)
 def _export(location: str, model_cfg: ModelConfig, model_dir: str, hf: HFExport | None) -> dict:
-    before, cpu = rss_bytes() or 0, time.process_time()
-    reset_peak_rss()  # a reused worker's earlier peaks do not count
+    cpu = time.process_time()
+    # A reused worker's earlier peaks do not count, nor what it had freed and still held (the
+    # reset releases it): the rise is over what the worker holds once that is gone.
+    reset_peak_rss()
+    before = rss_bytes() or 0
     export_format = write_exports(location, model_cfg, model_dir, hf)
     return {
         "export_format": export_format,

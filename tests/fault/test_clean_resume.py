@@ -6,7 +6,7 @@ run's.
 
 The killed runs are `lmforge` processes leading their own process group, as in a terminal; the
 uninterrupted run and the runs after the kills call the CLI in this process (`main(argv)`), on
-one Ray runtime for the module."""
+the Ray runtime it keeps for such modules (`shares_ray`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from cli_runner import (
     LMFORGE,
-    in_process_ray,
     kill_once,
     lmforge_here,
     settled_count,
@@ -27,7 +26,7 @@ from cli_runner import (
 
 from lmforge.pipeline.estimate.calibration.synthetic_corpus import synthesize
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.shares_ray]
 
 UNITS = 12
 DOCS_PER_UNIT = 250
@@ -39,14 +38,6 @@ def corpus(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("corpus")
     synthesize(out, docs=UNITS * DOCS_PER_UNIT, files=UNITS, seed=3)
     return out
-
-
-@pytest.fixture(scope="module")
-def one_ray_runtime():
-    """One local Ray runtime for the module's in-process runs, shut down after them (a killed
-    run, a process of its own, starts its own)."""
-    with in_process_ray():
-        yield
 
 
 def args(corpus: Path, workdir: Path) -> list[str]:
@@ -70,7 +61,7 @@ def data_files(workdir: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory, corpus, one_ray_runtime) -> tuple[dict, dict[str, str]]:
+def uninterrupted(tmp_path_factory, corpus) -> tuple[dict, dict[str, str]]:
     """The clean summary and data files of a run that nothing interrupted."""
     whole = tmp_path_factory.mktemp("whole")
     lmforge_here("run", *args(corpus, whole))

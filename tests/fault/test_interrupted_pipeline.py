@@ -31,7 +31,6 @@ import torch
 from cli_runner import (
     LMFORGE,
     SMALL_MODEL,
-    in_process_ray,
     lmforge_here,
     small_corpus,
     status,
@@ -41,7 +40,7 @@ from fault.training_runs import assert_same_losses
 from lmforge.pipeline.engine.run_records import RecordBook
 from lmforge.pipeline.engine.tracking import client
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.shares_ray]
 
 ARGS = [
     "--until",
@@ -187,20 +186,19 @@ def interrupted(tmp_path_factory) -> Interrupted:
     killed_run = RecordBook(workdir / "pipeline_runs").latest().run_id
     left_after_kill = _leftovers(workdir)
 
-    with in_process_ray():
-        lmforge_here("run", *args)
-        finished = status(workdir)
-        artifact = workdir / "store" / "pretrain" / finished["pretrain"]["key"]
-        resumed_losses = _losses(artifact)
-        _check_the_hf_export_equals_the_model(artifact)
+    lmforge_here("run", *args)
+    finished = status(workdir)
+    artifact = workdir / "store" / "pretrain" / finished["pretrain"]["key"]
+    resumed_losses = _losses(artifact)
+    _check_the_hf_export_equals_the_model(artifact)
 
-        # The uninterrupted reference: the same trajectory from step 0 once the checkpoints to
-        # resume from are gone, on one worker (the same global batch and seed: the worker count
-        # does not change the trajectory, but it changes the cache key), which spares a worker's
-        # start and ZeRO-3's collectives at every step.
-        shutil.rmtree(workdir / "checkpoints")
-        lmforge_here("run", *args, "train.num_workers=1")
-        reference = status(workdir)["pretrain"]
+    # The uninterrupted reference: the same trajectory from step 0 once the checkpoints to
+    # resume from are gone, on one worker (the same global batch and seed: the worker count
+    # does not change the trajectory, but it changes the cache key), which spares a worker's
+    # start and ZeRO-3's collectives at every step.
+    shutil.rmtree(workdir / "checkpoints")
+    lmforge_here("run", *args, "train.num_workers=1")
+    reference = status(workdir)["pretrain"]
     return Interrupted(
         workdir=workdir,
         ctrl_c=ctrl_c,

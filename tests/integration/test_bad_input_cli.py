@@ -13,19 +13,15 @@ what a user sees. The other two call the CLI in this process (`main(argv)`), on 
 from __future__ import annotations
 
 import pytest
-from cli_runner import in_process_ray, lmforge, lmforge_here
+from cli_runner import lmforge, lmforge_here
 from store_checks import error_lines, leftovers
+
+pytestmark = pytest.mark.shares_ray
 
 BAD_FILES = [
     ("empty.txt", b"", "is empty"),
     ("nowhere.txt", None, "matches no file"),
 ]
-
-
-@pytest.fixture(scope="module")
-def one_ray_runtime():
-    with in_process_ray():
-        yield
 
 
 def _run_until_clean(tmp_path, name, content, run):
@@ -49,9 +45,7 @@ def test_a_file_that_breaks_part_way_is_one_error_line_of_the_lmforge_process(tm
 
 
 @pytest.mark.parametrize("name, content, cause", BAD_FILES, ids=[b[0] for b in BAD_FILES])
-def test_a_bad_data_file_is_one_error_line_and_commits_nothing(
-    tmp_path, one_ray_runtime, name, content, cause
-):
+def test_a_bad_data_file_is_one_error_line_and_commits_nothing(tmp_path, name, content, cause):
     bad, workdir, called = _run_until_clean(tmp_path, name, content, lmforge_here)
     assert called.returncode == 1, called.stdout
     errors = error_lines(called.stdout)  # stdout and stderr together

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_runner import SMALL_MODEL, in_process_ray, lmforge_here, status, summary
+from cli_runner import SMALL_MODEL, lmforge_here, status, summary
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.shares_ray, pytest.mark.timeout(900)]
 
 QUICK = [
     *SMALL_MODEL,
@@ -70,11 +70,10 @@ def two_runs(tmp_path_factory):
     prose, code = two_sources(root)
     workdir = root / "runs"
     runs = []
-    with in_process_ray():
-        for weights, until in (((0.7, 0.3), ["--until", "sample_index"]), ((0.4, 0.6), [])):
-            sources = mixture(prose, code, weights)
-            lmforge_here("run", *until, *QUICK, sources, f"workdir={workdir}")
-            runs.append((weights, status(workdir), summary(workdir, "sample_index")))
+    for weights, until in (((0.7, 0.3), ["--until", "sample_index"]), ((0.4, 0.6), [])):
+        sources = mixture(prose, code, weights)
+        lmforge_here("run", *until, *QUICK, sources, f"workdir={workdir}")
+        runs.append((weights, status(workdir), summary(workdir, "sample_index")))
     return workdir, runs
 
 

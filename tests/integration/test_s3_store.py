@@ -19,7 +19,7 @@ import shutil
 import uuid
 
 import pytest
-from cli_runner import SHORT_TINY, in_process_ray, lmforge, lmforge_here, small_corpus, status
+from cli_runner import SHORT_TINY, in_process_ray, lmforge_here, small_corpus, status
 
 from lmforge.pipeline.training.checkpoint.bucket import local_staging
 
@@ -79,14 +79,11 @@ def _summary(client, entry: dict) -> dict:
     return json.loads(client.get_object(Bucket="lmforge", Key=key)["Body"].read())["summary"]
 
 
-def test_a_missing_bucket_is_one_clear_error(s3, workdir):
-    env, _ = s3
-    proc = lmforge(
-        "run",
-        f"workdir={workdir}",
-        "cluster.store_uri=s3://no-such-bucket/store",
-        env=env,
-        check=False,
+def test_a_missing_bucket_is_one_clear_error(s3_in_env, workdir):
+    # in this process: the one `lmforge` process of an unreachable service is the tracking
+    # server's (tests/integration/test_tracking_server.py)
+    called = lmforge_here(
+        "run", f"workdir={workdir}", "cluster.store_uri=s3://no-such-bucket/store", check=False
     )
-    assert proc.returncode != 0
-    assert "bucket 'no-such-bucket'" in proc.stdout.strip().splitlines()[-1]
+    assert called.returncode != 0
+    assert "bucket 'no-such-bucket'" in called.stdout.strip().splitlines()[-1]

@@ -13,11 +13,11 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_runner import in_process_ray, lmforge_here, small_corpus
+from cli_runner import lmforge_here, small_corpus
 
 from lmforge.pipeline.engine.tracking import client, resolve_tracking_uri
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.shares_ray]
 
 TOY = [
     "preset=tiny", "model.d_model=64", "model.n_layer=2", "model.d_ff=256",
@@ -38,10 +38,9 @@ def grid(tmp_path_factory) -> dict:
     workdir = tmp_path_factory.mktemp("scaling")
     corpus = small_corpus(tmp_path_factory.mktemp("corpus"))
     command = ["scaling", "run", *GRID, *TOY, *corpus, f"workdir={workdir}"]
-    with in_process_ray():
-        ran = lmforge_here(*command)
-        first = _record(workdir)
-        again = lmforge_here(*command)  # finished before: nothing runs
+    ran = lmforge_here(*command)
+    first = _record(workdir)
+    again = lmforge_here(*command)  # finished before: nothing runs
     fit = lmforge_here(
         "scaling", "fit", "--sweep", "latest", "--bootstrap", "10", f"workdir={workdir}"
     )

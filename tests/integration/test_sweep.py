@@ -21,7 +21,6 @@ import pytest
 from cli_runner import (
     LMFORGE,
     SHORT_TINY,
-    in_process_ray,
     lmforge_here,
     settled_count,
     small_corpus,
@@ -29,7 +28,7 @@ from cli_runner import (
 
 from lmforge.pipeline.engine.tracking import client, resolve_tracking_uri
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.shares_ray]
 
 GRID = ["train.lr=1e-3,3e-3", "model.d_model=32,64"]
 EARLY = ["model.d_model=32", "train.lr=1e-3,10", "--early-stop", "--max-concurrent", "1"]
@@ -64,9 +63,8 @@ def swept(tmp_path_factory) -> dict:
     _kill_once_a_variant_finished(proc, workdir)
     settled_count(workdir / "store" / "pretrain", "*/manifest.json")
     before = _sweep_record(workdir)
-    with in_process_ray():
-        rerun = lmforge_here(*grid)
-        early = lmforge_here("sweep", *common(corpus, workdir), *EARLY)
+    rerun = lmforge_here(*grid)
+    early = lmforge_here("sweep", *common(corpus, workdir), *EARLY)
     return {"workdir": workdir, "before": before, "rerun": rerun.stdout, "early": early.stdout}
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from cli_runner import lmforge, status
+from cli_runner import lmforge_here, status
 
 from lmforge.pipeline.estimate.calibration.synthetic_corpus import synthesize
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.shares_ray]
 
 FILTERS_OFF = [
     f"data.filters.{step}.enabled=false"
@@ -34,7 +34,7 @@ def test_clean_reads_a_synthetic_zstd_corpus_and_removes_its_planted_copies(tmp_
     planted = synthesize(tmp_path / "corpus", docs=600, files=3, seed=11)
     name = planted["id_format"].format
     workdir = tmp_path / "runs"
-    lmforge(
+    lmforge_here(
         "run",
         "--until",
         "clean",

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_runner import LMFORGE, in_process_ray, lmforge, lmforge_here, status, summary
+from cli_runner import LMFORGE, lmforge, lmforge_here, status, summary
 from dead_driver import dead_driver, orphan_pipeline
 from headless_chromium import HeadlessPage, chromium
 from mlflow_server import wait_until_healthy
@@ -38,7 +38,11 @@ DEMO_RUN_TIMEOUT_S = 1800
 has run on, and up to twice its time beside the other worker's tests in `make test`: the first
 test, which makes it, gets more than the suite's 900 s."""
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(DEMO_RUN_TIMEOUT_S)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.shares_ray,
+    pytest.mark.timeout(DEMO_RUN_TIMEOUT_S),
+]
 
 STEPS, PHASE = 100, 20
 """Training steps of the shorter run, and its last steps in the preset's sequence-level
@@ -291,8 +295,7 @@ def test_runs_left_running_by_a_killed_driver_become_killed_on_the_next_invocati
 
 def test_rerun_perplexity_executes_that_stage_and_nothing_else(first_run):
     workdir, _, _ = first_run
-    with in_process_ray():
-        lmforge_here("rerun", "perplexity", *TINY, f"workdir={workdir}")
+    lmforge_here("rerun", "perplexity", *TINY, f"workdir={workdir}")
     states = {name: s["state"] for name, s in status(workdir).items()}
     assert states.pop("perplexity") == "ran"
     assert set(states.values()) == {"cached"}

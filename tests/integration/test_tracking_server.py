@@ -3,8 +3,8 @@ clear error; two pipelines share it, and a run closes the runs of a dead driver 
 one; a stage whose process dies right after its commit ran, and no run says FAILED beside it.
 (Runs left RUNNING by a killed driver in a workdir's own store: test_tiny_pipeline.py.)
 
-The runs call the CLI in this process (`main(argv)`), on one Ray runtime for the module (its
-workers started by the first, without MLFLOW_TRACKING_URI); the other pipeline and the
+The runs call the CLI in this process (`main(argv)`), on the Ray runtime it keeps for such
+modules (`shares_ray`: its workers started without MLFLOW_TRACKING_URI); the other pipeline and the
 unreachable server are met by `lmforge` processes of their own, as a user meets them."""
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import subprocess
 import time
 
 import pytest
-from cli_runner import LMFORGE, in_process_ray, lmforge, lmforge_here, small_corpus, status
+from cli_runner import LMFORGE, lmforge, lmforge_here, small_corpus, status
 from mlflow_server import running_mlflow_server
 
 from lmforge.pipeline.engine.commit_fault import KILL_AFTER_COMMIT
 from lmforge.pipeline.engine.run_records import RecordBook
 from lmforge.pipeline.engine.tracking import client
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.shares_ray]
 
 
 def _free_port() -> int:
@@ -57,13 +57,6 @@ def mlflow_server(tmp_path_factory):
         yield url
 
 
-@pytest.fixture(scope="module")
-def one_ray():
-    """One local Ray runtime for the module's in-process runs, shut down after them."""
-    with in_process_ray():
-        yield
-
-
 def _runs_of(mlflow, pipeline_run: str) -> dict[str, str]:
     """Status of every MLflow run of one pipeline run, by run name."""
     experiment = mlflow.get_experiment_by_name("lmforge").experiment_id
@@ -91,9 +84,9 @@ def _parent_run_of(mlflow, pid: int, proc: subprocess.Popen) -> str:
 
 
 def test_a_stage_whose_process_dies_right_after_its_commit_ran_and_feeds_the_next(
-    workdir, monkeypatch, one_ray
+    workdir, monkeypatch
 ):
-    # first of the module's runs on `one_ray`: its workers start with no MLFLOW_TRACKING_URI
+    # on the module's Ray runtime, whose workers may have started before this test
     monkeypatch.setenv(KILL_AFTER_COMMIT, "clean")
     lmforge_here(
         "run", "--until", "train_tokenizer", *small_corpus(workdir.parent), f"workdir={workdir}"
@@ -114,7 +107,7 @@ def test_a_stage_whose_process_dies_right_after_its_commit_ran_and_feeds_the_nex
 
 
 def test_a_run_closes_the_runs_of_a_dead_driver_and_never_a_live_ones(
-    mlflow_server, tmp_path, monkeypatch, one_ray
+    mlflow_server, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
     mlflow = client(mlflow_server)
@@ -151,10 +144,8 @@ def test_a_run_closes_the_runs_of_a_dead_driver_and_never_a_live_ones(
     assert status(theirs_dir)["clean"]["state"] in ("ran", "cached")
 
 
-def test_stage_runs_are_tracked_in_a_real_mlflow_server(
-    mlflow_server, workdir, monkeypatch, one_ray
-):
-    # on `one_ray`, whose workers started without MLFLOW_TRACKING_URI: the driver's server
+def test_stage_runs_are_tracked_in_a_real_mlflow_server(mlflow_server, workdir, monkeypatch):
+    # on a runtime whose workers started without MLFLOW_TRACKING_URI: the driver's server
     # reaches the stages all the same
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
     lmforge_here(

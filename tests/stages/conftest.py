@@ -12,13 +12,16 @@ from lmforge.pipeline.engine.keys import cache_key
 from lmforge.pipeline.engine.tracking import client, ensure_experiment
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def local_ray(tmp_path_factory):
-    from lmforge.pipeline.cluster.ray_runtime import ensure_ray, shutdown_ray
+    """This process's local Ray runtime, started by the first test that needs it and kept for the
+    stage modules after it (they are `shares_ray`: `tests/conftest.py`)."""
+    import ray
 
-    ensure_ray(None, num_cpus=2, workdir=tmp_path_factory.mktemp("ray"))
-    yield
-    shutdown_ray()
+    from lmforge.pipeline.cluster.ray_runtime import ensure_ray
+
+    if not ray.is_initialized():
+        ensure_ray(None, num_cpus=2, workdir=tmp_path_factory.mktemp("ray"))
 
 
 @pytest.fixture(scope="session")
