@@ -7,7 +7,7 @@ the finished tasks.
 
 On the 40-document corpus and the small model, up to `tokenize`: the stages that run side by
 side in the two runs are the point, not what they compute. The two runs started together attach
-to one Ray runtime of the module's (`shared_ray`), as two users' runs on one cluster, instead of
+to one Ray runtime of the module's (`ray_head`), as two users' runs on one cluster, instead of
 each starting and stopping a local one."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def corpus(tmp_path_factory) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def shared_ray(s3_module) -> Iterator[str]:
+def ray_head(s3_module) -> Iterator[str]:
     """A Ray runtime (2 CPUs) for the module's runs that start together: the override that
     attaches a run to it. Its workers have the module's S3 server's credentials in their
     environment, as a cluster's nodes have the bucket's."""
@@ -130,23 +130,23 @@ def assert_nothing_left(store: Path) -> None:
     assert not left, left
 
 
-def test_two_runs_in_one_workdir(tmp_path, corpus, caplog, shared_ray):
+def test_two_runs_in_one_workdir(tmp_path, corpus, caplog, ray_head):
     workdir = tmp_path / "runs"
     # The MLflow store made beforehand: this test is about the stages' leases; two runs that
     # both create a workdir's sqlite store is a matter of tracking's own.
     from mlflow.tracking import MlflowClient
 
     MlflowClient(resolve_tracking_uri(workdir, None)).search_experiments()
-    args = pipeline(corpus, workdir, shared_ray)
+    args = pipeline(corpus, workdir, ray_head)
     assert_each_stage_ran_once(together(args, args))
     assert_all_cached(caplog, workdir, *pipeline(corpus, workdir)[1:])
     assert_nothing_left(workdir / "store")
 
 
-def test_two_workdirs_on_one_store_path(tmp_path, corpus, caplog, shared_ray):
+def test_two_workdirs_on_one_store_path(tmp_path, corpus, caplog, ray_head):
     store = tmp_path / "shared-store"
     first, second = (
-        pipeline(corpus, tmp_path / n, f"cluster.store_uri={store}", shared_ray) for n in "ab"
+        pipeline(corpus, tmp_path / n, f"cluster.store_uri={store}", ray_head) for n in "ab"
     )
     assert_each_stage_ran_once(together(first, second))
     assert_all_cached(caplog, tmp_path / "a", *first[1:])
@@ -154,11 +154,11 @@ def test_two_workdirs_on_one_store_path(tmp_path, corpus, caplog, shared_ray):
     assert not (tmp_path / "a" / "store").exists() and not (tmp_path / "b" / "store").exists()
 
 
-def test_two_workdirs_on_one_bucket(tmp_path, corpus, s3_env, caplog, shared_ray):
+def test_two_workdirs_on_one_bucket(tmp_path, corpus, s3_env, caplog, ray_head):
     env, client = s3_env
     prefix = f"{uuid.uuid4().hex[:12]}/store"
     uri = f"cluster.store_uri=s3://lmforge/{prefix}"
-    first, second = (pipeline(corpus, tmp_path / n, uri, shared_ray) for n in "ab")
+    first, second = (pipeline(corpus, tmp_path / n, uri, ray_head) for n in "ab")
     assert_each_stage_ran_once(together(first, second, env=env))
     assert_all_cached(caplog, tmp_path / "b", *second[1:])
     keys = [o["Key"] for o in client.list_objects_v2(Bucket="lmforge", Prefix=prefix)["Contents"]]
