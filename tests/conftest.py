@@ -95,9 +95,9 @@ def pytest_collection_modifyitems(config, items):
     test: `make check` leaves them out (`pytest -m "not slow"`); `make test` runs everything.
 
     The order: `NODE_WIDE`, then `LONGEST_FIRST`, the other slow files, the rest; parallel
-    workers take the test groups in this order (`--no-loadscope-reorder`). Within each, the
-    `shares_ray` files come first, one after another: each worker runs a stretch of them on one
-    Ray runtime."""
+    workers take the test groups in this order (`--no-loadscope-reorder`). The `shares_ray`
+    files come one after another, last of `LONGEST_FIRST` and first of the others: each worker
+    runs a stretch of them on one Ray runtime."""
     record_collected(config, items)  # before `-m` and `-k` deselect: the suite's ids
     tests = Path(__file__).resolve().parent
     rank: dict[str, tuple[int, bool]] = {}  # per test group: a file's tests stay together
@@ -107,10 +107,9 @@ def pytest_collection_modifyitems(config, items):
         ):
             item.add_marker(pytest.mark.slow)
         unit = test_group(item.nodeid)
-        first = (
-            _start_rank(unit, item.get_closest_marker("slow") is not None),
-            not shares_ray(item),
-        )
+        start = _start_rank(unit, item.get_closest_marker("slow") is not None)
+        # `LONGEST_FIRST`'s sharing file last: its runtime goes on into the next stretch
+        first = (start, shares_ray(item) if start == 1 else not shares_ray(item))
         rank[unit] = min(rank.get(unit, first), first)
     items.sort(key=lambda item: rank[test_group(item.nodeid)])  # stable within a rank
 
