@@ -70,6 +70,15 @@ def _start_rank(unit: str, slow: bool) -> int:
     return 2 if slow else 3
 
 
+def _order(start: int, shares: bool) -> tuple[int, int]:
+    """A test group's place: by `_start_rank`, but every `shares_ray` file, slow or not, in one
+    stretch after `LONGEST_FIRST` (whose sharing file goes last), so that each worker runs a
+    stretch of them on one Ray runtime."""
+    if start <= 1:
+        return start, int(shares)
+    return (2, 0) if shares else (start, 1)
+
+
 class TestGroups:
     """`pytest -n N` (`make test`) hands out `test_group`s, in the collection's order."""
 
@@ -95,21 +104,20 @@ def pytest_collection_modifyitems(config, items):
     test: `make check` leaves them out (`pytest -m "not slow"`); `make test` runs everything.
 
     The order: `NODE_WIDE`, then `LONGEST_FIRST`, the other slow files, the rest; parallel
-    workers take the test groups in this order (`--no-loadscope-reorder`). The `shares_ray`
-    files come one after another, last of `LONGEST_FIRST` and first of the others: each worker
-    runs a stretch of them on one Ray runtime."""
+    workers take the test groups in this order (`--no-loadscope-reorder`), with the `shares_ray`
+    files one after another (`_order`)."""
     record_collected(config, items)  # before `-m` and `-k` deselect: the suite's ids
     tests = Path(__file__).resolve().parent
-    rank: dict[str, tuple[int, bool]] = {}  # per test group: a file's tests stay together
+    rank: dict[str, tuple[int, int]] = {}  # per test group: a file's tests stay together
     for item in items:
         if item.path.resolve().relative_to(tests).parts[0] in SLOW_FOLDERS or (
             item.get_closest_marker("integration")
         ):
             item.add_marker(pytest.mark.slow)
         unit = test_group(item.nodeid)
-        start = _start_rank(unit, item.get_closest_marker("slow") is not None)
-        # `LONGEST_FIRST`'s sharing file last: its runtime goes on into the next stretch
-        first = (start, shares_ray(item) if start == 1 else not shares_ray(item))
+        first = _order(
+            _start_rank(unit, item.get_closest_marker("slow") is not None), shares_ray(item)
+        )
         rank[unit] = min(rank.get(unit, first), first)
     items.sort(key=lambda item: rank[test_group(item.nodeid)])  # stable within a rank
 
