@@ -23,6 +23,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.pop("MLFLOW_TRACKING_URI", None)
 
 
+TESTS = Path(__file__).resolve().parent
+
 SLOW_FOLDERS = ("integration", "fault")
 """Every test in these folders is `slow` (multi-process, whole pipeline), new ones included."""
 
@@ -107,12 +109,9 @@ def pytest_collection_modifyitems(config, items):
     workers take the test groups in this order (`--no-loadscope-reorder`), with the `shares_ray`
     files one after another (`_order`)."""
     record_collected(config, items)  # before `-m` and `-k` deselect: the suite's ids
-    tests = Path(__file__).resolve().parent
     rank: dict[str, tuple[int, int]] = {}  # per test group: a file's tests stay together
     for item in items:
-        if item.path.resolve().relative_to(tests).parts[0] in SLOW_FOLDERS or (
-            item.get_closest_marker("integration")
-        ):
+        if _folder(item) in SLOW_FOLDERS or (item.get_closest_marker("integration")):
             item.add_marker(pytest.mark.slow)
         unit = test_group(item.nodeid)
         first = _order(
@@ -122,13 +121,17 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank[test_group(item.nodeid)])  # stable within a rank
 
 
+def _folder(node: pytest.Item | pytest.Module) -> str:
+    """The folder under tests/ that a test or test module is in."""
+    return node.path.resolve().relative_to(TESTS).parts[0]
+
+
 def shares_ray(node: pytest.Item | pytest.Module) -> bool:
     """Whether a test module (or a test's) runs on the Ray runtime kept from the module before
     it (`cli_runner`)."""
     if os.environ.get(SHARE_RAY_ENV) == "0":
         return False
-    folder = node.path.resolve().relative_to(Path(__file__).resolve().parent).parts[0]
-    return folder in SHARES_RAY_FOLDERS or node.get_closest_marker("shares_ray") is not None
+    return _folder(node) in SHARES_RAY_FOLDERS or node.get_closest_marker("shares_ray") is not None
 
 
 @pytest.fixture(scope="module", autouse=True)
