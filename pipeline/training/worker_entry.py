@@ -9,6 +9,9 @@ every run on two cores). Here the entry point imports `worker` only once it runs
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
+import importlib.util
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -28,12 +31,56 @@ def train_loop_per_worker(config: dict) -> None:
     run_worker(payload)
 
 
+COMPILED_AT_IMPORT = ("deepspeed.runtime.zero.muon.muon_optimizer",)
+"""What DeepSpeed imports on a ZeRO rank's first step (ZeRO-1/2's gradient averaging looks up its
+Muon optimizer class) and `torch.compile`s a function of at import: torch's compiler stack
+imported for an optimizer lmforge never uses, 1.3-2.5 CPU-s of every ZeRO rank's start on two
+cores. Imported with its compilation deferred to the function's first call (`compile_deferred`)."""
+
+
 def import_worker(cfg: TrainConfig) -> Callable:
     """`worker.run_worker`, its training stack imported for a run of `cfg`."""
     name_deepspeed_accelerator(cfg)
     with hidden_modules(HIDDEN_FROM_DEEPSPEED):
         from lmforge.pipeline.training.worker import run_worker
+    with compile_deferred():
+        for name in COMPILED_AT_IMPORT:
+            if importlib.util.find_spec(name) is not None:  # where this DeepSpeed has it
+                importlib.import_module(name)
     return run_worker
+
+
+@contextlib.contextmanager
+def compile_deferred() -> Iterator[None]:
+    """Inside, `torch.compile(fn)` of a plain function returns a wrapper that compiles `fn` on its
+    first call: a module that compiles a kernel at import pays for torch's compiler only if the
+    kernel runs. Modules (and `torch.compile(**options)` used as a decorator factory with a module
+    later) compile as usual; afterwards `torch.compile` is torch's again."""
+    import torch
+
+    compile_now = torch.compile
+
+    def deferred(model=None, **options):
+        if model is None:
+            return functools.partial(deferred, **options)
+        if isinstance(model, torch.nn.Module) or not callable(model):
+            return compile_now(model, **options)
+        compiled = None
+
+        @functools.wraps(model)
+        def compiled_on_first_call(*args, **kwargs):
+            nonlocal compiled
+            if compiled is None:
+                compiled = compile_now(model, **options)
+            return compiled(*args, **kwargs)
+
+        return compiled_on_first_call
+
+    torch.compile = deferred
+    try:
+        yield
+    finally:
+        torch.compile = compile_now
 
 
 @contextlib.contextmanager

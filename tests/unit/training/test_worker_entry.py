@@ -30,7 +30,8 @@ def test_ray_train_is_given_the_light_entry_point():
 
 def test_a_cpu_rank_names_deepspeeds_accelerator_and_imports_no_mlflow_until_it_logs():
     """No rank warns of a missing GPU; DeepSpeed's autotuner does not import MLflow into every
-    rank, and MLflow still imports where rank 0 logs."""
+    rank, and MLflow still imports where rank 0 logs; DeepSpeed's Muon module, which ZeRO's
+    steps import, is loaded without torch's compiler."""
     import subprocess
 
     code = (
@@ -39,6 +40,8 @@ def test_a_cpu_rank_names_deepspeeds_accelerator_and_imports_no_mlflow_until_it_
         "from lmforge.pipeline.training.worker_entry import import_worker\n"
         "import_worker(TrainConfig(use_gpu=False))\n"
         "print('deepspeed', 'deepspeed' in sys.modules, 'mlflow', 'mlflow' in sys.modules)\n"
+        "muon = 'deepspeed.runtime.zero.muon.muon_optimizer' in sys.modules\n"
+        "print('muon', muon, 'compiler', 'torch._inductor.compile_fx' in sys.modules)\n"
         "from deepspeed.accelerator import get_accelerator\n"
         "print('accelerator', get_accelerator()._name)\n"
         "import mlflow\n"
@@ -50,6 +53,7 @@ def test_a_cpu_rank_names_deepspeeds_accelerator_and_imports_no_mlflow_until_it_
     )
     assert proc.returncode == 0, proc.stderr
     assert "deepspeed True mlflow False" in proc.stdout
+    assert "muon True compiler False" in proc.stdout  # `COMPILED_AT_IMPORT`, compiling nothing
     assert "accelerator cpu" in proc.stdout
     assert "tracking MlflowClient" in proc.stdout
     assert "unable to detect" not in proc.stdout + proc.stderr
@@ -80,3 +84,28 @@ def test_a_gpu_run_or_a_named_accelerator_is_left_to_deepspeed(monkeypatch):
     monkeypatch.setenv("DS_ACCELERATOR", "xpu")
     name_deepspeed_accelerator(TrainConfig(use_gpu=False))
     assert os.environ["DS_ACCELERATOR"] == "xpu"
+
+
+def test_a_function_compiled_at_import_compiles_on_its_first_call_and_only_then(monkeypatch):
+    import torch
+
+    from lmforge.pipeline.training.worker_entry import compile_deferred
+
+    compiled = []
+
+    def compile_now(model=None, **options):
+        compiled.append((model, options))
+        return lambda *args: ("compiled", model(*args))
+
+    monkeypatch.setattr(torch, "compile", compile_now)
+    module = torch.nn.Linear(1, 1)
+    with compile_deferred():
+        double = torch.compile(lambda x: 2 * x, fullgraph=True)
+        triple = torch.compile(mode="max-autotune")(lambda x: 3 * x)  # as a decorator factory
+        torch.compile(module)
+    assert [model for model, _ in compiled] == [module]  # a module compiles at once
+    assert torch.compile is compile_now, "torch's compile is put back"
+    assert double(4) == ("compiled", 8) and double(5) == ("compiled", 10)
+    assert triple(2) == ("compiled", 6)
+    options = [options for _, options in compiled[1:]]
+    assert options == [{"fullgraph": True}, {"mode": "max-autotune"}]
