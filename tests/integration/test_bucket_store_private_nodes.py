@@ -30,6 +30,7 @@ from counting_s3 import served
 from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from lmforge.pipeline.cluster.ray_runtime import LOCAL_DEFAULTS, WITHOUT_DASHBOARD_DEFAULTS
 from lmforge.pipeline.estimate.calibration.synthetic_corpus import synthesize
 
 pytestmark = pytest.mark.integration
@@ -54,12 +55,14 @@ def private_node_cluster(tmp_path, s3, monkeypatch):
     reason = _why_no_private_node()
     if reason:
         pytest.skip(reason)
-    for name, value in s3[0].items():
-        monkeypatch.setenv(name, value)  # inherited by both nodes' processes
+    # Inherited by both nodes' processes: the bucket's credentials, and the settings of the
+    # pipeline's local runtime (no dashboard, nor the Ray Train helpers that only a cluster that
+    # grows, shrinks or drains needs: tests/integration/test_cluster_submit.py's cluster has them)
+    for name, value in {**LOCAL_DEFAULTS, **WITHOUT_DASHBOARD_DEFAULTS, **s3[0]}.items():
+        monkeypatch.setenv(name, value)
     workdir = tmp_path / "runs"
     workdir.mkdir()
-    # The dashboard serves the state API that Ray Train's placement-group cleaner polls.
-    head = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    head = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     join = (
         f"mount -t tmpfs -o size=2g lmforge-private-node '{workdir}' && exec '{RAY}' start "
         f"--address={head.address} --num-cpus=1 --num-gpus=0 --block --disable-usage-stats"
@@ -184,7 +187,9 @@ def test_nodes_sharing_only_the_bucket_run_the_pipeline(
     body[10] ^= 1
     client.put_object(Bucket=BUCKET, Key=corrupt, Body=bytes(body))
     fresh = f"cluster.cache.dir={workdir}/fresh-cache"  # as on a node that read nothing yet
-    proc = lmforge_here("rerun", "perplexity", *args, fresh, check=False)
+    # perplexity again (another slice: a new key), and no other evaluation stage
+    again = [a.replace(f"{MAX_TOKENS}=1024", f"{MAX_TOKENS}=512") for a in args] + [fresh]
+    proc = lmforge_here("run", "--until", "perplexity", *again, check=False)
     assert proc.returncode != 0
     said = [line for line in proc.stdout.strip().splitlines() if not RAY_WORKER_LINE.match(line)]
     last = said[-1]

@@ -16,18 +16,23 @@ from fault.training_runs import (
 )
 from ray.cluster_utils import Cluster
 
+from lmforge.pipeline.cluster.ray_runtime import LOCAL_DEFAULTS, WITHOUT_DASHBOARD_DEFAULTS
 from lmforge.pipeline.training.launch import run_pretraining
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def two_node_cluster():
+def two_node_cluster(monkeypatch):
     """A head node and a second node, 1 CPU each, as separate raylets; the test driver connects.
 
     The nodes use the machine's address: Ray rewrites a loopback address to it when a driver
     connects, so a cluster bound to 127.0.0.1 is unreachable through `ray.init(address=...)`.
+    They have the settings of the pipeline's local runtime (no dashboard, nor the Ray Train
+    helpers that only a cluster that grows, shrinks or drains needs).
     """
+    for name, value in {**LOCAL_DEFAULTS, **WITHOUT_DASHBOARD_DEFAULTS}.items():
+        monkeypatch.setenv(name, value)
     node = {"num_cpus": 1, "include_dashboard": False}
     cluster = Cluster(initialize_head=True, head_node_args=node)
     cluster.add_node(**node)
