@@ -50,10 +50,9 @@ ARGS = [
     "train.zero_stage=3",
     # Each interruption comes once a new checkpoint is complete (saves publish in the
     # background): the steps after it leave it time to land before the run ends, on a fast idle
-    # machine too (with 20 steps and a checkpoint every 10, the second interruption's checkpoint
-    # was the last step's: a run on an idle Zen 4 finished first)
-    "train.max_steps=30",
-    "train.checkpoint_every=5",
+    # machine too (with 20 steps in all, a run on an idle Zen 4 finished first)
+    "train.max_steps=60",
+    "train.checkpoint_every=10",
     # the preset's sequence-level phase on the last 5 steps: after the resumes
     "train.sequence_unlikelihood_steps=5",
 ]
@@ -235,7 +234,7 @@ def test_ctrl_c_during_pretrain_closes_its_runs_as_killed_and_keeps_the_finished
 def test_each_next_run_resumes_from_the_latest_checkpoint_with_an_uninterrupted_runs_losses(
     interrupted,
 ):
-    assert interrupted.ctrl_c_step >= 5
+    assert interrupted.ctrl_c_step >= 10
     # The SIGKILLed run continued from the Ctrl-C'd run's newest checkpoint and wrote newer ones.
     assert f"resumed from step {interrupted.ctrl_c_step} " in interrupted.killed.stdout
     assert interrupted.killed_step > interrupted.ctrl_c_step
@@ -243,7 +242,7 @@ def test_each_next_run_resumes_from_the_latest_checkpoint_with_an_uninterrupted_
     assert finished["tokenize"]["state"] == "cached" and finished["pretrain"]["state"] == "ran"
     trained = _summary(interrupted)
     assert trained["resumed_from_step"] == interrupted.killed_step
-    assert trained["steps"] == 30
+    assert trained["steps"] == 60
     assert interrupted.reference_key != finished["pretrain"]["key"]
     assert_same_losses(interrupted.resumed_losses, interrupted.uninterrupted_losses, rel=1e-3)
 
