@@ -54,6 +54,12 @@ _saved_env: dict[str, str | None] = {}
 without the dashboard, `WITHOUT_DASHBOARD_DEFAULTS`), restored at shutdown."""
 
 
+def local_settings(dashboard: bool = False) -> dict[str, str]:
+    """What a local runtime sets in the environment (unless the caller's sets it):
+    `LOCAL_DEFAULTS`, and `WITHOUT_DASHBOARD_DEFAULTS` when it starts without its dashboard."""
+    return LOCAL_DEFAULTS if dashboard else LOCAL_DEFAULTS | WITHOUT_DASHBOARD_DEFAULTS
+
+
 def local_dashboard(cluster: dict) -> bool:
     """`cluster.local_dashboard`: false (the default) or true; anything else is a config error."""
     value = cluster.get("local_dashboard", False)
@@ -87,9 +93,7 @@ def ensure_ray(
         kwargs["address"] = address
     else:
         _use_local_token(local_token(workdir or Path(tempfile.mkdtemp(prefix="lmforge-ray-"))))
-        _use_local_defaults(
-            LOCAL_DEFAULTS if dashboard else LOCAL_DEFAULTS | WITHOUT_DASHBOARD_DEFAULTS
-        )
+        _use_local_defaults(local_settings(dashboard))
         # A fresh local runtime ("local": never attach to another cluster running on this
         # machine), on loopback whatever interfaces the machine has.
         kwargs.update(

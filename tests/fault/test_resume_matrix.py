@@ -37,7 +37,7 @@ from fault.training_runs import (
     write_token_shards,
 )
 
-from lmforge.pipeline.cluster.ray_runtime import LOCAL_DEFAULTS, WITHOUT_DASHBOARD_DEFAULTS
+from lmforge.pipeline.cluster.ray_runtime import local_settings
 from lmforge.pipeline.training.checkpoint.bucket import local_staging
 from lmforge.pipeline.training.checkpoint.consolidated import MARKER, latest_valid_checkpoint
 from lmforge.pipeline.training.checkpoint.shard_format import LAYOUT_FILE, shard_names
@@ -59,13 +59,13 @@ def bucket(s3_module) -> tuple[dict, object, str]:
 
 @pytest.fixture(scope="module")
 def ray_session(bucket):
-    """A local runtime with the settings of the pipeline's (`ray_runtime.LOCAL_DEFAULTS`: Ray
+    """A local runtime with the settings of the pipeline's (`ray_runtime.local_settings`: Ray
     Train asks no autoscaling coordinator and starts no preemption watcher, nor, without a
     dashboard to poll, a placement-group cleaner), whose workers and this process reach the
     bucket."""
     env, _, _ = bucket
     with pytest.MonkeyPatch.context() as patch:
-        for name, value in {**LOCAL_DEFAULTS, **WITHOUT_DASHBOARD_DEFAULTS, **env}.items():
+        for name, value in {**local_settings(), **env}.items():
             patch.setenv(name, value)
         ray.init(
             address="local",

@@ -30,7 +30,7 @@ from counting_s3 import served
 from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from lmforge.pipeline.cluster.ray_runtime import LOCAL_DEFAULTS, WITHOUT_DASHBOARD_DEFAULTS
+from lmforge.pipeline.cluster.ray_runtime import local_settings
 from lmforge.pipeline.estimate.calibration.synthetic_corpus import synthesize
 
 pytestmark = pytest.mark.integration
@@ -58,7 +58,7 @@ def private_node_cluster(tmp_path, s3, monkeypatch):
     # Inherited by both nodes' processes: the bucket's credentials, and the settings of the
     # pipeline's local runtime (no dashboard, nor the Ray Train helpers that only a cluster that
     # grows, shrinks or drains needs: tests/integration/test_cluster_submit.py's cluster has them)
-    for name, value in {**LOCAL_DEFAULTS, **WITHOUT_DASHBOARD_DEFAULTS, **s3[0]}.items():
+    for name, value in {**local_settings(), **s3[0]}.items():
         monkeypatch.setenv(name, value)
     workdir = tmp_path / "runs"
     workdir.mkdir()

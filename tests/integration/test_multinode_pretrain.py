@@ -16,7 +16,7 @@ from fault.training_runs import (
 )
 from ray.cluster_utils import Cluster
 
-from lmforge.pipeline.cluster.ray_runtime import LOCAL_DEFAULTS, WITHOUT_DASHBOARD_DEFAULTS
+from lmforge.pipeline.cluster.ray_runtime import local_settings
 from lmforge.pipeline.training.launch import run_pretraining
 
 pytestmark = pytest.mark.integration
@@ -31,7 +31,7 @@ def two_node_cluster(monkeypatch):
     They have the settings of the pipeline's local runtime (no dashboard, nor the Ray Train
     helpers that only a cluster that grows, shrinks or drains needs).
     """
-    for name, value in {**LOCAL_DEFAULTS, **WITHOUT_DASHBOARD_DEFAULTS}.items():
+    for name, value in local_settings().items():
         monkeypatch.setenv(name, value)
     node = {"num_cpus": 1, "include_dashboard": False}
     cluster = Cluster(initialize_head=True, head_node_args=node)
